@@ -1,0 +1,276 @@
+"""What you can do with a sandbox, independent of how it was started.
+
+The split follows SWE-ReX: this module is the *runtime* contract (``Sandbox``,
+``ExecResult``, ``SandboxConfig``); ``docker.py`` and ``process.py`` are *deployments*
+that start the same in-sandbox supervisor in a container or a local subprocess.
+
+Everything is async first. ``SyncSandbox`` in :mod:`sandboxes.sync` is a thin blocking
+wrapper for scripts and notebooks.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Literal, Mapping
+
+from sandboxes.errors import SandboxConfigError
+
+__all__ = ["ExecStatus", "ExecResult", "Sandbox", "SandboxConfig"]
+
+ExecStatus = Literal["ok", "error", "timeout", "oom", "crash"]
+"""Outcome of one ``run``. All five are caused by the agent's code, never by the
+machinery (that raises :class:`~sandboxes.errors.SandboxInfraError` instead):
+
+- ``ok``: the code ran to the end.
+- ``error``: it raised; ``ExecResult.error`` holds ``"Type: message"``, stderr the traceback.
+- ``timeout``: it ran past its deadline and was interrupted (or killed, then
+  ``state_lost`` is true).
+- ``oom``: it ran out of memory (``MemoryError`` or the kernel's OOM killer).
+- ``crash``: the interpreter died for another reason (segfault, ``os._exit``, killed
+  its own supervisor); ``state_lost`` tells whether earlier state survived.
+"""
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """The result of running one cell of code in a sandbox.
+
+    Output beyond the sandbox's ``output_limit_bytes`` is cut to head + tail with a
+    visible marker such as ``[... 99,934,464 bytes truncated ...]``; the ``*_truncated``
+    flags and ``*_bytes`` (original size in bytes) make the cut visible to callers too.
+    """
+
+    status: ExecStatus
+    stdout: str = ""
+    stderr: str = ""
+    value: str | None = None
+    """``repr`` of the cell's final expression (as in a notebook), or None."""
+    error: str | None = None
+    """``"ExceptionType: message"`` when status is ``error`` (or a short cause otherwise)."""
+    duration_s: float = 0.0
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    value_truncated: bool = False
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+    state_lost: bool = False
+    """True when the interpreter was replaced during this call, so variables, imports
+    and files from earlier calls of the episode may be gone."""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def truncated(self) -> bool:
+        return self.stdout_truncated or self.stderr_truncated or self.value_truncated
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ExecResult":
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+NetworkMode = Literal["none", "bridge", "host"]
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """Isolation and resource settings shared by every sandbox backend.
+
+    Defaults are the safe ones. Every field is applied by the Docker backend; the
+    process backend applies what the kernel lets it (rlimits, namespaces via
+    ``unshare``) and warns, naming each setting it cannot enforce, rather than
+    dropping it silently.
+    """
+
+    network: NetworkMode = "none"
+    read_only_root: bool = True
+    workdir: str = "/workspace"
+    """Working directory of the agent's code; a tmpfs in containers, wiped on reset."""
+    tmpfs_size: str = "256m"
+    """Size of each tmpfs (``/tmp`` and ``workdir``)."""
+    pids_limit: int = 128
+    mem_limit: str = "1g"
+    """Memory limit; swap is disabled (memswap limit == mem limit)."""
+    cpus: float = 1.0
+    """CPU quota in cores."""
+    user: str = "1000:1000"
+    """Non-root ``uid:gid`` the supervisor and the agent's code run as."""
+    cap_drop_all: bool = True
+    no_new_privileges: bool = True
+    init: bool = True
+    """Run ``tini`` as PID 1 so zombies are reaped and signals forwarded."""
+    blas_threads: int = 1
+    """Threads for OpenBLAS/MKL/OpenMP/numexpr, set through environment variables."""
+    output_limit_bytes: int = 65_536
+    """Per stream; longer output keeps head and tail with a marker giving the size."""
+    value_limit_bytes: int = 16_384
+    default_timeout_s: float = 30.0
+    grace_s: float = 0.05
+    """After the deadline the code gets an interrupt; if it is still running after this
+    long its process group is killed and a fresh interpreter replaces it."""
+    transport_slack_s: float = 5.0
+    """Host-side allowance beyond the deadline before the supervisor is declared hung
+    and the sandbox killed from outside."""
+    preload: tuple[str, ...] = ("numpy", "pandas")
+    """Modules imported by the interpreter before it is handed out."""
+    env: tuple[tuple[str, str], ...] = ()
+    """Extra environment variables as ``(name, value)`` pairs."""
+    labels: tuple[tuple[str, str], ...] = ()
+    """Extra container labels (the ``agentgym.*`` ones are always set)."""
+
+    def __post_init__(self) -> None:
+        if self.pids_limit < 8:
+            raise SandboxConfigError(
+                f"Expected pids_limit >= 8 (the supervisor and interpreter need a few), "
+                f"actual value: {self.pids_limit}"
+            )
+        if self.cpus <= 0:
+            raise SandboxConfigError(f"Expected cpus > 0, actual value: {self.cpus}")
+        if self.blas_threads < 1:
+            raise SandboxConfigError(
+                f"Expected blas_threads >= 1, actual value: {self.blas_threads}"
+            )
+        if self.output_limit_bytes < 256:
+            raise SandboxConfigError(
+                f"Expected output_limit_bytes >= 256, actual value: {self.output_limit_bytes}"
+            )
+        if not self.workdir.startswith("/"):
+            raise SandboxConfigError(
+                f"Expected an absolute workdir, actual value: {self.workdir!r}"
+            )
+        if self.default_timeout_s <= 0 or self.grace_s < 0 or self.transport_slack_s <= 0:
+            raise SandboxConfigError(
+                "Expected default_timeout_s > 0, grace_s >= 0 and transport_slack_s > 0, "
+                f"actual values: {self.default_timeout_s}, {self.grace_s}, "
+                f"{self.transport_slack_s}"
+            )
+        parse_size(self.mem_limit)
+        parse_size(self.tmpfs_size)
+
+    @property
+    def mem_limit_bytes(self) -> int:
+        return parse_size(self.mem_limit)
+
+    def thread_env(self) -> dict[str, str]:
+        """Environment pinning BLAS/OpenMP pools, so one sandbox uses one core."""
+        n = str(self.blas_threads)
+        names = (
+            "OMP_NUM_THREADS",
+            "OPENBLAS_NUM_THREADS",
+            "MKL_NUM_THREADS",
+            "NUMEXPR_NUM_THREADS",
+            "VECLIB_MAXIMUM_THREADS",
+            "BLIS_NUM_THREADS",
+        )
+        return {name: n for name in names}
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Settings that change what the agent sees, for environment fingerprints."""
+        return dataclasses.asdict(self)
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+def parse_size(text: str | int) -> int:
+    """Parse a Docker-style size (``"512m"``, ``"1g"``, ``1048576``) into bytes."""
+    if isinstance(text, int):
+        return text
+    s = str(text).strip().lower().removesuffix("ib").removesuffix("b")
+    unit = s[-1:] if s[-1:].isalpha() else ""
+    try:
+        number = float(s[: len(s) - len(unit)])
+    except ValueError:
+        number = -1.0
+    if unit not in _SIZE_UNITS or number <= 0:
+        raise SandboxConfigError(
+            f"Expected a size such as '512m' or '1g', actual value: {text!r}"
+        )
+    return int(number * _SIZE_UNITS[unit])
+
+
+class Sandbox(abc.ABC):
+    """An isolated, persistent Python interpreter with a private working directory.
+
+    State (variables, imports, files in the workdir) persists across ``run`` calls until
+    ``reset``. Implementations must be safe to ``close`` more than once.
+
+    Example::
+
+        async with ProcessSandbox() as sb:
+            r = await sb.run("x = 2\\nx * 21", timeout=5)
+            assert r.status == "ok" and r.value == "42"
+    """
+
+    @property
+    @abc.abstractmethod
+    def id(self) -> str:
+        """A stable identifier (container id or process id) for logs and telemetry."""
+
+    @abc.abstractmethod
+    async def run(self, code: str, timeout: float | None = None) -> ExecResult:
+        """Execute ``code`` in the persistent interpreter.
+
+        ``timeout`` (seconds, default ``config.default_timeout_s``) bounds the code's
+        run time; exceeding it gives status ``timeout``, never an exception. Raises
+        :class:`~sandboxes.errors.SandboxInfraError` only when the sandbox itself fails.
+        """
+
+    @abc.abstractmethod
+    async def upload(self, path: str, data: bytes) -> None:
+        """Write ``data`` to ``path`` inside the sandbox (relative paths are under the
+        workdir), creating parent directories."""
+
+    @abc.abstractmethod
+    async def download(self, path: str) -> bytes:
+        """Read the file at ``path`` inside the sandbox. Raises ``FileNotFoundError``
+        (a :class:`~sandboxes.errors.SandboxError` subclass is not used here because a
+        missing file is the caller's problem, not the sandbox's)."""
+
+    @abc.abstractmethod
+    async def reset(self) -> None:
+        """Return to a fresh state: a new interpreter, an empty workdir and ``/tmp``,
+        no processes left from earlier code."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Stop the sandbox and free everything it holds. Idempotent."""
+
+    @property
+    def healthy(self) -> bool:
+        """False once the sandbox has seen an anomaly and should not be reused."""
+        return True
+
+    def describe(self) -> dict[str, Any]:
+        """Facts for fingerprints and logs (backend, image id, library versions)."""
+        return {"backend": type(self).__name__}
+
+    async def __aenter__(self) -> "Sandbox":
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+
+def default_env(config: SandboxConfig) -> dict[str, str]:
+    """Environment every sandbox's interpreter starts with (besides ``config.env``)."""
+    env = {
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONHASHSEED": "0",
+        "MPLBACKEND": "Agg",
+        "HOME": config.workdir,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+    }
+    env.update(config.thread_env())
+    env.update(dict(config.env))
+    return env
+
