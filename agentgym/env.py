@@ -1,0 +1,346 @@
+"""``ToolEnv``: a Gymnasium env whose actions are text with tool calls in it.
+
+A subclass supplies the task family through a handful of hooks; ``ToolEnv`` does the rest
+the same way for every env: parsing, execution with the status contract, truncation,
+budgets, telemetry, the fingerprint and the episode ``info``. The async twins
+(``areset``/``astep``) are the primitives; the sync API submits them to the process-wide
+runtime loop (see ``agentgym.runtime``) so many envs can share pools and limits.
+
+Subclass hooks:
+
+* ``_new_task(rng, options) -> task`` — pick a task (``task.task_id`` must exist). Pure
+  function of the generator, so ``reset(seed=s)`` is deterministic.
+* ``_tools(task) -> list[Tool]`` — the episode's tools, including ``answer``. Called with
+  ``task=None`` for the fingerprint, so schemas must not depend on a task there.
+* ``_prompt(task) -> str`` — the user message.
+* ``_score(task, answer_args) -> (reward, diagnostics)``.
+* ``oracle_action() -> str`` — the next action of the oracle policy.
+* optional: ``_system_prompt()``, ``_fingerprint_fields()``, ``async _start_episode(task)``
+  and ``async _end_episode()`` for per-episode resources, ``reset_options``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any, ClassVar, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+
+from agentgym.errors import (
+    ConfigError,
+    EpisodeFinishedError,
+    InvalidOptionError,
+    ResetNeededError,
+)
+from agentgym.executor import UNPARSED, ToolExecutor, ToolResult
+from agentgym.fingerprint import Fingerprint, make_fingerprint
+from agentgym.parsing import Parser, make_parser
+from agentgym.runtime import run_sync
+from agentgym.spaces import UnicodeText
+from agentgym.telemetry import Telemetry
+from agentgym.tools import Tool
+from agentgym.truncation import truncate_head_tail
+
+__all__ = ["ToolEnv", "ANSWER_TOOL"]
+
+ANSWER_TOOL = "answer"
+
+
+class ToolEnv(gym.Env[str, str]):
+    """Base class of agentgym's text environments. See the module docstring for hooks.
+
+    Args:
+        parser: ``"hermes"`` (``<tool_call>{json}</tool_call>``), ``"tags"``
+            (``<search>...</search>``) or a ``Parser``.
+        max_turns: the episode is truncated after this many steps.
+        tool_output_budget_chars: the episode is truncated once the tool outputs shown to
+            the agent add up to this many characters (bounds context length).
+        max_action_chars: longer actions are cut (and the agent is told).
+        max_observation_chars: upper bound of one observation (head+tail cut beyond it).
+        split: which task split to draw from (``train``, ``validation``, ``test``).
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
+    env_name: ClassVar[str] = "ToolEnv"
+    env_version: ClassVar[int] = 0
+    splits: ClassVar[tuple[str, ...]] = ("train", "validation", "test")
+    reset_options: ClassVar[frozenset[str]] = frozenset({"task_id"})
+
+    def __init__(
+        self,
+        *,
+        parser: str | Parser = "hermes",
+        max_turns: int = 8,
+        tool_output_budget_chars: int = 32_000,
+        max_action_chars: int = 32_768,
+        max_observation_chars: int = 65_536,
+        split: str = "train",
+        render_mode: str | None = None,
+    ) -> None:
+        if max_turns < 1:
+            raise ConfigError(f"Expected max_turns >= 1, actual value: {max_turns}")
+        if split not in self.splits:
+            raise ConfigError(f"Expected split in {self.splits}, actual value: {split!r}")
+        if render_mode not in (None, "ansi"):
+            raise ConfigError(f"Expected render_mode None or 'ansi', actual value: {render_mode!r}")
+        self.parser = make_parser(parser)
+        self.max_turns = max_turns
+        self.tool_output_budget_chars = tool_output_budget_chars
+        self.max_action_chars = max_action_chars
+        self.max_observation_chars = max_observation_chars
+        self.split = split
+        self.render_mode = render_mode
+        self.observation_space = UnicodeText(max_observation_chars)
+        self.action_space = UnicodeText(max_action_chars)
+        self.telemetry = Telemetry()
+        self._fingerprint: Fingerprint | None = None
+        self._task: Any = None
+        self._started = False
+        self._done = True
+        self._live_resources = False
+        self._executor: ToolExecutor | None = None
+        self._tool_names: list[str] = []
+        self.last_results: list[ToolResult] = []
+        self.transcript: list[dict[str, Any]] = []
+        self._reset_episode_counters()
+
+    # ------------------------------------------------------------------ hooks
+    def _new_task(self, rng: np.random.Generator, options: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def _tools(self, task: Any) -> list[Tool]:
+        raise NotImplementedError
+
+    def _prompt(self, task: Any) -> str:
+        raise NotImplementedError
+
+    def _score(self, task: Any, answer_args: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+        raise NotImplementedError
+
+    def oracle_action(self) -> str:
+        """The next action of the oracle policy (uses the hidden solution)."""
+        raise NotImplementedError
+
+    def _system_prompt(self) -> str:
+        return "You are an agent that solves the user's task by calling tools. Answer with the answer tool."
+
+    def _fingerprint_fields(self) -> dict[str, Any]:
+        return {}
+
+    async def _start_episode(self, task: Any) -> None:
+        """Acquire per-episode resources (a sandbox). Raise ``InfraError`` if impossible."""
+
+    async def _end_episode(self) -> None:
+        """Release per-episode resources. Must be safe to call twice."""
+
+    # ------------------------------------------------------------ public API
+    @property
+    def task(self) -> Any:
+        """The current task, including its hidden solution (for oracles and graders)."""
+        return self._task
+
+    @property
+    def env_id(self) -> str:
+        return f"agentgym/{self.env_name}-v{self.env_version}"
+
+    @property
+    def fingerprint(self) -> Fingerprint:
+        """Hash over everything that changes what the agent sees or how it is scored."""
+        if self._fingerprint is None:
+            tools = self._tools(None)
+            self._fingerprint = make_fingerprint({
+                "env": self.env_id,
+                "split": self.split,
+                "parser": self.parser.fingerprint(),
+                "tools": {t.name: t.schema_fields() for t in tools},
+                "system_prompt": self._system_prompt(),
+                "max_turns": self.max_turns,
+                "tool_output_budget_chars": self.tool_output_budget_chars,
+                "max_action_chars": self.max_action_chars,
+                "max_observation_chars": self.max_observation_chars,
+                **self._fingerprint_fields(),
+            })
+        return self._fingerprint
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        return run_sync(self.areset(seed=seed, options=options))
+
+    def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+        return run_sync(self.astep(action))
+
+    def close(self) -> None:
+        if self._live_resources:
+            run_sync(self._release())
+        super().close()
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi":
+            return None
+        return "\n".join(f"[{m['role']}] {m['content']}" for m in self.transcript)
+
+    # ------------------------------------------------------------- async API
+    async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Start an episode. Raises ``InvalidOptionError`` for unknown options and
+        ``InfraError`` when the episode's resources cannot be had after retries."""
+        super().reset(seed=seed)
+        options = dict(options or {})
+        unknown = set(options) - set(self.reset_options)
+        if unknown:
+            raise InvalidOptionError(
+                f"Unknown reset option(s) {sorted(unknown)} for {self.env_id}; expected a subset of {sorted(self.reset_options)}."
+            )
+        await self._release()
+        self._task = self._new_task(self.np_random, options)
+        self._reset_episode_counters()
+        self._started, self._done = True, True  # stays "done" until resources are held
+        await self._start_episode(self._task)
+        self._live_resources = True
+        tools = self._tools(self._task)
+        self._tool_names = [t.name for t in tools]
+        self._executor = ToolExecutor(tools, self.telemetry)
+        system, user = self._system_prompt(), self._prompt(self._task)
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        self.transcript = list(messages)
+        self._done = False
+        obs = self._fit(f"{system}\n\n{self._tool_listing(tools)}\n\n{user}")
+        info = {
+            "messages": messages,
+            "tools": [t.spec() for t in tools],
+            "task_id": self._task.task_id,
+            "fingerprint": str(self.fingerprint),
+        }
+        return obs, info
+
+    async def astep(self, action: str | bytes) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Run the tool calls in ``action``. Never raises for anything the agent wrote."""
+        if not self._started:
+            raise ResetNeededError(f"{self.env_id}: call reset() before step().")
+        if self._done:
+            raise EpisodeFinishedError(f"{self.env_id}: the episode has ended; call reset() to start a new one.")
+        text, notes = self._normalise_action(action)
+        self._turn += 1
+        self.transcript.append({"role": "assistant", "content": text})
+        calls = self.parser.parse(text)
+        assert self._executor is not None
+        if not calls:
+            self.telemetry.record_call(UNPARSED, "parse_error", 0.0, 0, False)
+            self.last_results = []
+            outputs = [("format", "\n".join(notes + [self.parser.format_hint(self._tool_names)]))]
+        else:
+            results = await self._execute(calls)
+            self.last_results = results
+            outputs = [(r.name, r.output) for r in results]
+            if notes:
+                outputs.insert(0, ("format", "\n".join(notes)))
+        return await self._finish_step(outputs)
+
+    # ------------------------------------------------------------- internals
+    def _reset_episode_counters(self) -> None:
+        self._turn = 0
+        self._tool_chars = 0
+        self._truncations = 0
+        self._tool_calls: Counter[str] = Counter()
+        self._infra_failed = False
+        self._answer: dict[str, Any] | None = None
+        self._reward = 0.0
+        self._diagnostics: dict[str, Any] = {}
+        self._step_results: list[dict[str, Any]] = []
+        self._episode_start = time.perf_counter()
+
+    def _normalise_action(self, action: Any) -> tuple[str, list[str]]:
+        notes: list[str] = []
+        if isinstance(action, (bytes, bytearray)):
+            text = bytes(action).decode("utf-8", errors="replace")
+            if "\ufffd" in text:
+                notes.append("Note: your message contained bytes that are not valid UTF-8; they were replaced.")
+        elif isinstance(action, str):
+            text = action
+        else:
+            text = str(action)
+            notes.append(f"Note: expected text, got {type(action).__name__}; it was converted to text.")
+        if len(text) > self.max_action_chars:
+            notes.append(
+                f"Note: your message had {len(text)} characters; only the first {self.max_action_chars} were read."
+            )
+            text = text[: self.max_action_chars]
+        return text, notes
+
+    async def _execute(self, calls: list[Any]) -> list[ToolResult]:
+        assert self._executor is not None
+        n_answers = sum(1 for c in calls if c.status == "ok" and c.name == ANSWER_TOOL)
+        if n_answers > 1:
+            # Answer spraying guard: several answers in one turn are never scored.
+            calls = [c for c in calls if not (c.status == "ok" and c.name == ANSWER_TOOL)]
+            results = await self._executor.execute(calls)
+            results.append(ToolResult(ANSWER_TOOL, "agent_error",
+                                      f"Error: you gave {n_answers} answers in one turn; give exactly one."))
+            self.telemetry.record_call(ANSWER_TOOL, "agent_error", 0.0, 0, False)
+        else:
+            results = await self._executor.execute(calls)
+        for r in results:
+            self._tool_calls[r.name] += 1
+            self._truncations += int(r.truncated)
+            self._step_results.append(r.as_info())
+            if r.status == "infra_error":
+                self._infra_failed = True
+            if r.name == ANSWER_TOOL and r.status == "ok" and self._answer is None:
+                self._answer = dict(r.arguments)
+        return results
+
+    async def _finish_step(self, outputs: list[tuple[str, str]]) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        obs, messages = self.parser.render_results(outputs)
+        self._tool_chars += sum(len(o) for _, o in outputs)
+        reward, terminated, truncated = 0.0, False, False
+        if self._infra_failed:
+            truncated = True  # dropped by the trainer; reward is not a learning signal
+        elif self._answer is not None:
+            terminated = True
+            reward, self._diagnostics = self._score(self._task, self._answer)
+        elif self._turn >= self.max_turns or self._tool_chars >= self.tool_output_budget_chars:
+            truncated = True
+            limit = "turn limit" if self._turn >= self.max_turns else "tool output budget"
+            obs += f"\n[episode ended: {limit} reached]"
+        self.transcript.extend(messages)
+        info: dict[str, Any] = {"messages": messages, "task_id": self._task.task_id,
+                                "fingerprint": str(self.fingerprint), "turn": self._turn,
+                                "tool_results": [r.as_info() for r in self.last_results],
+                                "infra_failed": self._infra_failed}
+        if terminated or truncated:
+            info.update(self._episode_info(reward))
+            self._done = True
+            await self._release()
+        return self._fit(obs), float(reward), terminated, truncated, info
+
+    def _episode_info(self, reward: float) -> dict[str, Any]:
+        self.telemetry.record_episode(
+            (n for n, c in self._tool_calls.items() if c and n in self._tool_names), self._tool_names
+        )
+        return {
+            "tool_calls": dict(self._tool_calls),
+            "truncations": self._truncations,
+            "infra_failed": self._infra_failed,
+            "answer": self._answer,
+            "reward": reward,
+            "success": bool(reward >= 1.0 and not self._infra_failed),
+            "turns": self._turn,
+            "tool_output_chars": self._tool_chars,
+            "episode_s": time.perf_counter() - self._episode_start,
+            **self._diagnostics,
+        }
+
+    async def _release(self) -> None:
+        if self._live_resources:
+            self._live_resources = False
+            await self._end_episode()
+
+    def _fit(self, text: str) -> str:
+        return truncate_head_tail(text, self.max_observation_chars).text
+
+    def _tool_listing(self, tools: list[Tool]) -> str:
+        lines = ["Tools:"]
+        for t in tools:
+            params = ", ".join(t.parameters.get("properties", {}))
+            lines.append(f"- {t.name}({params}): {t.description}")
+        return "\n".join(lines)

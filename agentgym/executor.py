@@ -1,0 +1,199 @@
+"""Running parsed tool calls with deadlines, retries and per-tool concurrency limits.
+
+The executor is where the status contract is enforced:
+
+========== ============================================ =========
+status     cause                                        retried
+========== ============================================ =========
+ok         the tool returned
+agent_error the tool raised ``AgentError``, or the call  no
+           named an unknown tool
+invalid_args arguments failed the tool's JSON schema    no
+parse_error the call could not be read from the text    no
+timeout    an attempt ran past ``Tool.timeout_s``       no
+infra_error ``InfraError`` or an unexpected exception   yes (tenacity,
+           from the tool (a bug in the tool is never     exponential
+           the agent's fault)                           backoff + jitter)
+========== ============================================ =========
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import jsonschema
+from tenacity import (
+    AsyncRetrying,
+    RetryError,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_random_exponential,
+)
+
+from agentgym.errors import AgentError, InfraError
+from agentgym.parsing import ParsedCall
+from agentgym.telemetry import Telemetry
+from agentgym.tools import Tool
+from agentgym.truncation import truncate_head_tail
+
+__all__ = ["ToolStatus", "ToolResult", "ToolExecutor", "RetryPolicy", "UNKNOWN_TOOL", "UNPARSED"]
+
+log = logging.getLogger(__name__)
+
+ToolStatus = Literal["ok", "agent_error", "invalid_args", "parse_error", "timeout", "infra_error"]
+UNKNOWN_TOOL = "_unknown_tool"  # telemetry bucket for calls naming a tool that does not exist
+UNPARSED = "_unparsed"  # telemetry bucket for calls whose name could not be read
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """The outcome of one call, as the env reports it and telemetry counts it."""
+
+    name: str
+    status: ToolStatus
+    output: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    latency_ms: float = 0.0
+    retries: int = 0
+    truncated: bool = False
+    original_chars: int = 0
+
+    def as_info(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "status": self.status, "latency_ms": self.latency_ms,
+            "retries": self.retries, "truncated": self.truncated, "original_chars": self.original_chars,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Backoff of infrastructure retries: random exponential, capped (AWS 'full jitter')."""
+
+    initial_s: float = 0.05
+    max_wait_s: float = 2.0
+
+
+class _RetriableInfra(Exception):
+    """Internal: carries an InfraError (or unexpected exception) into tenacity's retry."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+# Semaphores per (event loop, concurrency key): the limit holds across every env of the
+# process that runs on the same loop, which is what protects a shared service.
+_limits: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]]" = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _semaphore(tool: Tool) -> asyncio.Semaphore | None:
+    if tool.max_concurrency is None:
+        return None
+    per_loop = _limits.setdefault(asyncio.get_running_loop(), {})
+    sem = per_loop.get(tool.limit_key)
+    if sem is None:
+        sem = per_loop[tool.limit_key] = asyncio.Semaphore(tool.max_concurrency)
+    return sem
+
+
+class ToolExecutor:
+    """Validates, runs and post-processes the tool calls of one env."""
+
+    def __init__(self, tools: Sequence[Tool], telemetry: Telemetry | None = None,
+                 retry: RetryPolicy | None = None) -> None:
+        self.tools = {t.name: t for t in tools}
+        self.telemetry = telemetry if telemetry is not None else Telemetry()
+        self.retry = retry or RetryPolicy()
+        self._validators = {t.name: jsonschema.Draft202012Validator(t.parameters) for t in tools}
+
+    async def execute(self, calls: Sequence[ParsedCall]) -> list[ToolResult]:
+        """Run all calls concurrently; results come back in call order."""
+        results = await asyncio.gather(*(self._execute_one(c) for c in calls))
+        for r in results:
+            self.telemetry.record_call(r.name, r.status, r.latency_ms, r.retries, r.truncated)
+        return list(results)
+
+    async def _execute_one(self, call: ParsedCall) -> ToolResult:
+        if call.status != "ok":
+            name = call.name if call.name in self.tools else UNPARSED
+            return ToolResult(name, "parse_error", f"Error: could not read the tool call: {call.error}")
+        tool = self.tools.get(call.name or "")
+        if tool is None:
+            known = ", ".join(sorted(self.tools))
+            return ToolResult(UNKNOWN_TOOL, "agent_error",
+                              f"Error: there is no tool named {call.name!r}. Available tools: {known}.",
+                              arguments=call.arguments)
+        problem = self._validate(tool, call.arguments)
+        if problem:
+            return ToolResult(tool.name, "invalid_args",
+                              f"Error: invalid arguments for {tool.name}: {problem}", arguments=call.arguments)
+        return await self._run(tool, call.arguments)
+
+    def _validate(self, tool: Tool, arguments: dict[str, Any]) -> str | None:
+        error = jsonschema.exceptions.best_match(self._validators[tool.name].iter_errors(arguments))
+        if error is None:
+            return None
+        where = "/".join(str(p) for p in error.absolute_path) or "arguments"
+        required = tool.parameters.get("required", [])
+        return f"{where}: {error.message}. Expected parameters: {list(tool.parameters.get('properties', {}))} (required: {required})."
+
+    async def _run(self, tool: Tool, arguments: dict[str, Any]) -> ToolResult:
+        start = time.perf_counter()
+        attempts = 0
+        status: ToolStatus
+        try:
+            sem = _semaphore(tool)
+            async for attempt in AsyncRetrying(
+                stop=stop_after_attempt(tool.max_retries + 1),
+                wait=wait_random_exponential(multiplier=self.retry.initial_s, max=self.retry.max_wait_s),
+                retry=retry_if_exception_type(_RetriableInfra),
+                reraise=False,
+            ):
+                with attempt:
+                    attempts += 1
+                    text = await self._attempt(tool, arguments, sem)
+            status, output = "ok", text
+        except AgentError as e:
+            status, output = "agent_error", f"Error: {e}"
+        except TimeoutError:
+            status, output = "timeout", (
+                f"Error: {tool.name} did not finish within {tool.timeout_s:g} s and was stopped. "
+                "Make the call cheaper or split the work."
+            )
+        except RetryError as e:
+            cause = e.last_attempt.exception()
+            inner = cause.cause if isinstance(cause, _RetriableInfra) else cause
+            status, output = "infra_error", (
+                f"Error: {tool.name} is unavailable because of an infrastructure failure "
+                f"({type(inner).__name__}: {inner}); this is not your fault."
+            )
+        latency_ms = (time.perf_counter() - start) * 1e3
+        cut = truncate_head_tail(output, tool.max_output_chars)
+        return ToolResult(tool.name, status, cut.text, arguments, latency_ms, max(0, attempts - 1),
+                          cut.truncated, cut.original_chars)
+
+    async def _attempt(self, tool: Tool, arguments: dict[str, Any], sem: asyncio.Semaphore | None) -> str:
+        try:
+            if sem is None:
+                out = await asyncio.wait_for(tool.fn(**arguments), tool.timeout_s)
+            else:
+                async with sem:
+                    out = await asyncio.wait_for(tool.fn(**arguments), tool.timeout_s)
+        except (AgentError, TimeoutError):
+            raise
+        except InfraError as e:
+            raise _RetriableInfra(e) from e
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # a bug in the tool is never the agent's fault
+            log.warning("tool %s raised %s: %s (treated as infra_error)", tool.name, type(e).__name__, e)
+            raise _RetriableInfra(e) from e
+        return out if isinstance(out, str) else str(out)

@@ -1,0 +1,141 @@
+"""Running many episodes of one env at a given concurrency and summarising them.
+
+This is what ``agentgym run`` and the readiness tools use. Episodes run as coroutines on
+the runtime loop, ``concurrency`` envs at a time, each env reused for its next episode.
+An episode whose resources cannot be had (``InfraError`` at reset) counts as
+infra-failed, not lost; anything else that escapes an episode counts as *lost* and is kept
+with its traceback, because a lost episode is a bug the report must show.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+from agentgym.env import ToolEnv
+from agentgym.errors import ConfigError, InfraError
+from agentgym.policies import Policy
+from agentgym.runtime import run_sync
+from agentgym.telemetry import Telemetry
+
+__all__ = ["EpisodeRecord", "RunReport", "run_episodes", "arun_episodes"]
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeRecord:
+    """The outcome of one episode."""
+
+    index: int
+    task_id: str | None
+    reward: float
+    success: bool
+    infra_failed: bool
+    turns: int
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunReport:
+    """Everything ``agentgym run`` prints."""
+
+    env_id: str
+    episodes: list[EpisodeRecord]
+    lost: list[tuple[int, str]]
+    elapsed_s: float
+    telemetry: Telemetry
+    fingerprint: str
+
+    @property
+    def completed(self) -> int:
+        return len(self.episodes)
+
+    @property
+    def infra_failed(self) -> int:
+        return sum(e.infra_failed for e in self.episodes)
+
+    @property
+    def success_rate(self) -> float:
+        """Successes over episodes that were not infra-failed (those carry no signal)."""
+        valid = [e for e in self.episodes if not e.infra_failed]
+        return sum(e.success for e in valid) / len(valid) if valid else 0.0
+
+    @property
+    def episodes_per_s(self) -> float:
+        return self.completed / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "env": self.env_id, "fingerprint": self.fingerprint, "episodes": self.completed,
+            "success_rate": self.success_rate, "infra_failed": self.infra_failed, "lost": len(self.lost),
+            "elapsed_s": self.elapsed_s, "episodes_per_s": self.episodes_per_s,
+            "mean_reward": sum(e.reward for e in self.episodes) / max(1, self.completed),
+        }
+
+
+def run_episodes(env_id: str, policy: Policy, episodes: int, concurrency: int = 1, *, seed: int = 0,
+                 env_kwargs: dict[str, Any] | None = None,
+                 on_episode: Callable[[EpisodeRecord], None] | None = None) -> RunReport:
+    """Sync wrapper of :func:`arun_episodes`."""
+    return run_sync(arun_episodes(env_id, policy, episodes, concurrency, seed=seed,
+                                  env_kwargs=env_kwargs, on_episode=on_episode))
+
+
+async def arun_episodes(env_id: str, policy: Policy, episodes: int, concurrency: int = 1, *, seed: int = 0,
+                        env_kwargs: dict[str, Any] | None = None,
+                        on_episode: Callable[[EpisodeRecord], None] | None = None) -> RunReport:
+    """Run ``episodes`` episodes; episode ``i`` is reset with ``seed + i`` (reproducible)."""
+    if episodes < 1 or concurrency < 1:
+        raise ConfigError(f"Expected episodes >= 1 and concurrency >= 1, actual values: {episodes}, {concurrency}")
+    concurrency = min(concurrency, episodes)
+    envs = [gym.make(env_id, **(env_kwargs or {})) for _ in range(concurrency)]
+    bases: list[ToolEnv] = [e.unwrapped for e in envs]  # type: ignore[misc]
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(episodes):
+        queue.put_nowait(i)
+    records: list[EpisodeRecord] = []
+    lost: list[tuple[int, str]] = []
+    start = time.perf_counter()
+
+    async def worker(env: ToolEnv) -> None:
+        while not queue.empty():
+            i = queue.get_nowait()
+            try:
+                rec = await _one_episode(env, policy, i, seed + i)
+            except Exception:  # noqa: BLE001 - a lost episode is reported, never swallowed
+                lost.append((i, traceback.format_exc()))
+                continue
+            records.append(rec)
+            if on_episode is not None:
+                on_episode(rec)
+
+    try:
+        await asyncio.gather(*(worker(b) for b in bases))
+    finally:
+        for b in bases:
+            await b._release()  # noqa: SLF001 - the runner owns these envs
+    elapsed = time.perf_counter() - start
+    records.sort(key=lambda r: r.index)
+    return RunReport(env_id, records, lost, elapsed, Telemetry.merged(b.telemetry for b in bases),
+                     str(bases[0].fingerprint))
+
+
+async def _one_episode(env: ToolEnv, policy: Policy, index: int, seed: int) -> EpisodeRecord:
+    try:
+        obs, info = await env.areset(seed=seed)
+    except InfraError as e:
+        return EpisodeRecord(index, None, 0.0, False, True, 0, {"reset_error": str(e)})
+    while True:
+        action = policy(env, obs, info)
+        if inspect.isawaitable(action):
+            action = await action
+        obs, reward, terminated, truncated, info = await env.astep(action)
+        if terminated or truncated:
+            return EpisodeRecord(index, info.get("task_id"), float(reward), bool(info.get("success")),
+                                 bool(info.get("infra_failed")), int(info.get("turns", 0)), info)

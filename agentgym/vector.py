@@ -1,0 +1,104 @@
+"""Stepping N tool envs at once, with their tool calls overlapping on one event loop.
+
+Why not ``gymnasium.vector.AsyncVectorEnv``: it runs one process per env, while tool envs
+spend their time waiting on I/O (a sandbox, a retriever) and share pools and limits that
+live on one loop. ``ToolVectorEnv`` keeps Gymnasium's vector method names and shapes
+(``reset``/``step`` returning batched observations, an array of rewards and of flags) but
+returns ``infos`` as a list with one dict per env, because tool-env infos are nested and
+differ per env, and uses same-step autoreset: when an env ends, it is reset at once, its
+final observation and info go to ``infos[i]["final_observation"]``/``["final_info"]`` and
+the returned observation is the new episode's first one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from agentgym.env import ToolEnv
+from agentgym.errors import ConfigError, InfraError
+from agentgym.runtime import run_sync
+from agentgym.telemetry import Telemetry
+
+__all__ = ["ToolVectorEnv"]
+
+
+def _unwrap(env: Any) -> ToolEnv:
+    base = getattr(env, "unwrapped", env)
+    if not isinstance(base, ToolEnv):
+        raise ConfigError(f"Expected agentgym ToolEnv instances, actual value: {type(base).__name__}")
+    return base
+
+
+class ToolVectorEnv:
+    """A batch of ``ToolEnv`` stepped concurrently.
+
+    Args:
+        envs: envs, or zero-argument callables that build them (``lambda: gym.make(...)``).
+        autoreset: reset an env in the same step in which it ends.
+    """
+
+    def __init__(self, envs: Sequence[ToolEnv | Callable[[], Any]], autoreset: bool = True) -> None:
+        built = [e() if callable(e) and not hasattr(e, "step") else e for e in envs]
+        if not built:
+            raise ConfigError("Expected at least one env, actual value: an empty sequence")
+        self.envs: list[ToolEnv] = [_unwrap(e) for e in built]
+        self.num_envs = len(self.envs)
+        self.autoreset = autoreset
+        self._next_seeds: list[int | None] = [None] * self.num_envs
+
+    @property
+    def telemetry(self) -> Telemetry:
+        """Telemetry of all envs merged (a fresh object; the envs keep their own)."""
+        return Telemetry.merged(e.telemetry for e in self.envs)
+
+    def reset(self, *, seed: int | Sequence[int | None] | None = None,
+              options: dict[str, Any] | None = None) -> tuple[tuple[str, ...], list[dict[str, Any]]]:
+        return run_sync(self.areset(seed=seed, options=options))
+
+    def step(self, actions: Sequence[str]) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        return run_sync(self.astep(actions))
+
+    def close(self) -> None:
+        for e in self.envs:
+            e.close()
+
+    async def areset(self, *, seed: int | Sequence[int | None] | None = None,
+                     options: dict[str, Any] | None = None) -> tuple[tuple[str, ...], list[dict[str, Any]]]:
+        """Reset every env; ``seed=s`` seeds env ``i`` with ``s + i``."""
+        seeds = self._seeds(seed)
+        results = await asyncio.gather(*(e.areset(seed=s, options=options) for e, s in zip(self.envs, seeds)))
+        return tuple(o for o, _ in results), [i for _, i in results]
+
+    async def astep(self, actions: Sequence[str]) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        if len(actions) != self.num_envs:
+            raise ConfigError(f"Expected {self.num_envs} actions, actual value: {len(actions)}")
+        results = await asyncio.gather(*(self._step_one(e, a) for e, a in zip(self.envs, actions)))
+        obs = tuple(r[0] for r in results)
+        rewards = np.array([r[1] for r in results], dtype=np.float64)
+        terminated = np.array([r[2] for r in results], dtype=bool)
+        truncated = np.array([r[3] for r in results], dtype=bool)
+        return obs, rewards, terminated, truncated, [r[4] for r in results]
+
+    async def _step_one(self, env: ToolEnv, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = await env.astep(action)
+        if self.autoreset and (terminated or truncated):
+            final_obs, final_info = obs, info
+            try:
+                obs, info = await env.areset()
+            except InfraError as e:  # the env is left un-reset; the caller sees why
+                info = {"reset_error": f"{type(e).__name__}: {e}"}
+            info = {**info, "final_observation": final_obs, "final_info": final_info}
+        return obs, reward, terminated, truncated, info
+
+    def _seeds(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
+        if seed is None:
+            return [None] * self.num_envs
+        if isinstance(seed, int):
+            return [seed + i for i in range(self.num_envs)]
+        if len(seed) != self.num_envs:
+            raise ConfigError(f"Expected {self.num_envs} seeds, actual value: {len(seed)}")
+        return list(seed)
