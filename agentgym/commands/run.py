@@ -1,0 +1,104 @@
+"""``agentgym envs | run | play``: listing envs, running a policy, playing by hand."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+__all__ = ["envs_command", "run_command", "play_command"]
+
+
+def envs_command() -> int:
+    from agentgym.envs import ENVS
+
+    table = Table(title="agentgym environments")
+    for col in ("id", "tools", "what", "needs"):
+        table.add_column(col)
+    for spec in ENVS:
+        table.add_row(spec.env_id, ", ".join(spec.tools), spec.summary, spec.needs or "-")
+    try:
+        from agentgym.multi_agent import MULTI_AGENT_ENVS  # added by the multi-agent package
+
+        for spec in MULTI_AGENT_ENVS:
+            table.add_row(spec.env_id, ", ".join(spec.tools), spec.summary, "multi-agent (PettingZoo)")
+    except ImportError:
+        pass
+    Console().print(table)
+    return 0
+
+
+def run_command(env_id: str, policy_name: str, episodes: int, concurrency: int, seed: int,
+                env_kwargs: dict[str, Any], json_out: bool) -> int:
+    import agentgym  # noqa: F401 - registers the envs
+    from agentgym.policies import get_policy
+    from agentgym.runner import run_episodes
+
+    console = Console(stderr=json_out)
+    policy = get_policy(policy_name)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("success {task.fields[success]:.1%}"), TimeElapsedColumn(),
+                  console=console, transient=json_out) as progress:
+        bar = progress.add_task(f"{env_id} ({policy_name})", total=episodes, success=0.0)
+        done = {"n": 0, "ok": 0}
+
+        def on_episode(rec: Any) -> None:
+            done["n"] += 1
+            done["ok"] += int(rec.success)
+            progress.update(bar, advance=1, success=done["ok"] / done["n"])
+
+        report = run_episodes(env_id, policy, episodes, concurrency, seed=seed,
+                              env_kwargs=env_kwargs, on_episode=on_episode)
+    summary = report.summary()
+    if json_out:
+        print(json.dumps({**summary, "telemetry": report.telemetry.metrics()}, indent=2))
+    else:
+        console.print(report.telemetry.table(title=f"Tool telemetry — {env_id}"))
+        console.print(
+            f"[bold]{summary['episodes']}[/] episodes, success [bold]{summary['success_rate']:.1%}[/], "
+            f"infra-failed {summary['infra_failed']}, lost {summary['lost']}, "
+            f"[bold]{summary['episodes_per_s']:.1f}[/] episodes/s (concurrency {concurrency}), "
+            f"fingerprint {summary['fingerprint']}"
+        )
+        for index, tb in report.lost[:3]:
+            console.print(f"[red]lost episode {index}[/]:\n{tb}")
+    return 0 if not report.lost else 1
+
+
+def play_command(env_id: str, seed: int | None, env_kwargs: dict[str, Any]) -> int:
+    import gymnasium as gym
+
+    import agentgym  # noqa: F401
+
+    console = Console()
+    env = gym.make(env_id, **env_kwargs)
+    obs, info = env.reset(seed=seed)
+    console.print(f"[dim]task {info['task_id']} · fingerprint {info['fingerprint']}[/]")
+    console.print(obs, markup=False)
+    hint = env.unwrapped.parser.format_hint([t["function"]["name"] for t in info["tools"]])
+    console.print(f"[dim]Type your action; finish it with an empty line. Ctrl-D quits.\n{hint.splitlines()[-2]}[/]")
+    try:
+        while True:
+            lines: list[str] = []
+            while True:
+                line = sys.stdin.readline()
+                if line == "":
+                    raise EOFError
+                if line.strip() == "" and lines:
+                    break
+                lines.append(line.rstrip("\n"))
+            obs, reward, terminated, truncated, info = env.step("\n".join(lines))
+            console.print(obs, markup=False)
+            if terminated or truncated:
+                console.print(f"[bold]episode over[/]: reward {reward}, success {info.get('success')}, "
+                              f"infra_failed {info.get('infra_failed')}")
+                return 0
+    except (EOFError, KeyboardInterrupt):
+        console.print("\n[dim]bye[/]")
+        return 0
+    finally:
+        env.close()

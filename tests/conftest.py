@@ -1,0 +1,55 @@
+"""Shared test setup.
+
+Tests marked ``docker`` need a real Docker engine. Without one they are skipped, unless
+``AGENTGYM_REQUIRE_DOCKER=1`` (set by CI), which turns a missing engine into a failure:
+a green CI run always means the Docker tests really ran.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+_docker_state: dict[str, object] = {}
+
+
+def docker_available() -> tuple[bool, str]:
+    """Whether a Docker engine answers ``docker info`` (cached per session)."""
+    if "ok" not in _docker_state:
+        try:
+            proc = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"],
+                                  capture_output=True, text=True, timeout=20)
+            ok, why = proc.returncode == 0, (proc.stderr.strip() or proc.stdout.strip())
+        except (OSError, subprocess.TimeoutExpired) as e:
+            ok, why = False, str(e)
+        _docker_state.update(ok=ok, why=why)
+    return bool(_docker_state["ok"]), str(_docker_state["why"])
+
+
+def docker_required() -> bool:
+    return os.environ.get("AGENTGYM_REQUIRE_DOCKER", "") not in ("", "0", "false")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("docker") is None:
+        return
+    ok, why = docker_available()
+    if ok:
+        return
+    message = f"no Docker engine reachable ({why})"
+    if docker_required():
+        pytest.fail(f"AGENTGYM_REQUIRE_DOCKER=1 but {message}", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture
+def docker_engine() -> str:
+    """Use in Docker tests: fails or skips (see module docstring) when no engine answers."""
+    ok, why = docker_available()
+    if not ok:
+        if docker_required():
+            pytest.fail(f"AGENTGYM_REQUIRE_DOCKER=1 but no Docker engine reachable ({why})", pytrace=False)
+        pytest.skip(f"no Docker engine reachable ({why})")
+    return "unix:///var/run/docker.sock"
