@@ -1,0 +1,146 @@
+"""Checkers and fakes for env authors (the way Gymnasium ships ``check_env``).
+
+* ``check_tool_env(env)`` runs Gymnasium's ``check_env`` and then agentgym's contract:
+  reset info keys, hostile actions never raising, stepping after the end raising
+  ``EpisodeFinishedError``, the oracle finishing an episode.
+* ``ProbeEnv`` is a tiny ``ToolEnv`` with knobs for latency, infrastructure faults and
+  output size, used by agentgym's own tests and benchmarks (no Docker, no data).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from gymnasium.utils.env_checker import check_env
+
+from agentgym.env import ANSWER_TOOL, ToolEnv
+from agentgym.errors import AgentError, EpisodeFinishedError, InfraError
+from agentgym.tools import Tool
+
+__all__ = ["check_tool_env", "ProbeEnv", "ProbeTask", "HOSTILE_ACTIONS"]
+
+HOSTILE_ACTIONS: tuple[Any, ...] = (
+    "",
+    "   \n\t ",
+    "<tool_call>{not json</tool_call>",
+    '<tool_call>{"name": "no_such_tool", "arguments": {}}</tool_call>',
+    '<tool_call>{"name": "answer", "arguments": {"unexpected": [1, 2]}}</tool_call>',
+    '<tool_call>{"name": "answer", "arguments": "not an object"}</tool_call>',
+    "<tool_call>" + "[" * 5000 + "</tool_call>",
+    "<search></search><python></python>",
+    b"\xff\xfe<tool_call>\x80</tool_call>",
+    "x" * (10 * 1024 * 1024),
+)
+
+
+def check_tool_env(env: Any, *, oracle_steps: int = 50) -> None:
+    """Raise ``AssertionError`` (or the env's own error) when ``env`` breaks the contract."""
+    base: ToolEnv = env.unwrapped
+    check_env(base, skip_render_check=True)
+    obs, info = env.reset(seed=0)
+    for key in ("messages", "tools", "task_id", "fingerprint"):
+        assert key in info, f"reset info lacks {key!r}"
+    assert info["messages"] and all({"role", "content"} <= set(m) for m in info["messages"])
+    for action in HOSTILE_ACTIONS:
+        if base._done:  # noqa: SLF001 - a hostile action may legitimately end the episode
+            env.reset(seed=0)
+        obs, reward, terminated, truncated, info = env.step(action)
+        assert isinstance(obs, str) and obs, f"hostile action {str(action)[:40]!r} gave an empty observation"
+        assert env.observation_space.contains(obs)
+    env.reset(seed=1)
+    for _ in range(oracle_steps):
+        obs, reward, terminated, truncated, info = env.step(base.oracle_action())
+        if terminated or truncated:
+            break
+    else:
+        raise AssertionError(f"the oracle did not finish an episode in {oracle_steps} steps")
+    assert {"tool_calls", "truncations", "infra_failed", "answer", "fingerprint", "task_id"} <= set(info)
+    try:
+        env.step(base.oracle_action())
+    except EpisodeFinishedError:
+        pass
+    else:
+        raise AssertionError("stepping after the end did not raise EpisodeFinishedError")
+
+
+@dataclass(frozen=True)
+class ProbeTask:
+    task_id: str
+    secret: int
+
+
+class ProbeEnv(ToolEnv):
+    """A minimal env: guess the secret number, with tools that misbehave on request.
+
+    Args:
+        latency_s: every ``echo`` call sleeps this long (tests overlap of tool calls).
+        infra_failures: the first N calls of ``flaky`` raise ``InfraError``.
+        big_output_chars: ``dump`` returns this many characters.
+        noop: build only a no-op ``echo`` tool (the step-overhead benchmark).
+    """
+
+    env_name = "Probe"
+
+    def __init__(self, latency_s: float = 0.0, infra_failures: int = 0, big_output_chars: int = 10_000,
+                 tool_max_retries: int = 2, **kwargs: Any) -> None:
+        self.latency_s = latency_s
+        self.infra_failures = infra_failures
+        self.big_output_chars = big_output_chars
+        self.tool_max_retries = tool_max_retries
+        self.flaky_calls = 0
+        super().__init__(**kwargs)
+
+    def _new_task(self, rng: np.random.Generator, options: dict[str, Any]) -> ProbeTask:
+        secret = int(rng.integers(0, 1000))
+        return ProbeTask(f"probe-{secret}", secret)
+
+    def _tools(self, task: ProbeTask | None) -> list[Tool]:
+        async def echo(text: str) -> str:
+            if self.latency_s:
+                await asyncio.sleep(self.latency_s)
+            return text
+
+        async def flaky() -> str:
+            self.flaky_calls += 1
+            if self.flaky_calls <= self.infra_failures:
+                raise InfraError(f"injected failure {self.flaky_calls}")
+            return "recovered"
+
+        async def dump() -> str:
+            return "".join(chr(ord("a") + i % 26) for i in range(self.big_output_chars))
+
+        async def reveal() -> str:
+            assert task is not None
+            return str(task.secret)
+
+        async def answer(answer: int) -> str:
+            if answer < 0:
+                raise AgentError("the secret is never negative.")
+            return "ok"
+
+        obj = lambda props, req: {"type": "object", "properties": props, "required": req,  # noqa: E731
+                                  "additionalProperties": False}
+        return [
+            Tool("echo", "Return the text.", obj({"text": {"type": "string"}}, ["text"]), echo, timeout_s=5),
+            Tool("flaky", "Fails with an infrastructure error at first.", obj({}, []), flaky,
+                 max_retries=self.tool_max_retries),
+            Tool("dump", "Return a long text.", obj({}, []), dump, max_output_chars=1000),
+            Tool("reveal", "Return the secret.", obj({}, []), reveal),
+            Tool(ANSWER_TOOL, "Answer with the secret.", obj({"answer": {"type": "integer"}}, ["answer"]), answer),
+        ]
+
+    def _prompt(self, task: ProbeTask) -> str:
+        return "Find the secret number with reveal, then answer it."
+
+    def _score(self, task: ProbeTask, answer_args: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+        return float(answer_args["answer"] == task.secret), {}
+
+    def oracle_action(self) -> str:
+        revealed = [r for r in self.last_results if r.name == "reveal" and r.status == "ok"]
+        if not revealed:
+            return '<tool_call>{"name": "reveal", "arguments": {}}</tool_call>'
+        return f"<tool_call>{json.dumps({'name': ANSWER_TOOL, 'arguments': {'answer': int(revealed[0].output)}})}</tool_call>"

@@ -1,0 +1,57 @@
+import json
+import time
+
+import numpy as np
+import pytest
+
+from agentgym.errors import ConfigError
+from agentgym.policies import oracle_policy, random_text_policy
+from agentgym.runner import run_episodes
+from agentgym.testing import ProbeEnv
+from agentgym.vector import ToolVectorEnv
+
+
+def echo(text):
+    return f'<tool_call>{json.dumps({"name": "echo", "arguments": {"text": text}})}</tool_call>'
+
+
+def test_tool_calls_of_a_batch_overlap():
+    vec = ToolVectorEnv([lambda: ProbeEnv(latency_s=0.2) for _ in range(16)])
+    vec.reset(seed=0)
+    start = time.perf_counter()
+    obs, rewards, term, trunc, infos = vec.step([echo(f"env{i}") for i in range(16)])
+    assert time.perf_counter() - start < 1.0  # one at a time would take 3.2 s
+    assert [f"env{i}" in o for i, o in enumerate(obs)] == [True] * 16
+    assert rewards.shape == (16,) and not term.any()
+
+
+def test_autoreset_returns_final_info_and_a_fresh_observation():
+    vec = ToolVectorEnv([ProbeEnv(), ProbeEnv()])
+    vec.reset(seed=[10, 11])
+    secret = vec.envs[0].task.secret
+    answer = f'<tool_call>{json.dumps({"name": "answer", "arguments": {"answer": secret}})}</tool_call>'
+    obs, rewards, term, trunc, infos = vec.step([answer, echo("hi")])
+    assert term.tolist() == [True, False] and rewards[0] == 1.0
+    assert infos[0]["final_info"]["success"] and "reveal" in obs[0]  # new episode's first observation
+    assert vec.telemetry.metrics()["tool/answer/calls"] == 1
+    with pytest.raises(ConfigError):
+        vec.step([echo("only one")])
+
+
+def test_run_episodes_with_the_oracle_succeeds_everywhere():
+    report = run_episodes("agentgym/Calculator-v0", oracle_policy, 200, 32, env_kwargs={"difficulty": 3})
+    assert report.completed == 200 and report.success_rate == 1.0 and not report.lost
+    assert report.telemetry.metrics()["tool/calculate/usage_frac"] == 1.0
+
+
+def test_random_text_never_loses_an_episode():
+    report = run_episodes("agentgym/Calculator-v0", random_text_policy, 20, 5, env_kwargs={"max_turns": 3})
+    assert report.completed == 20 and not report.lost and report.success_rate == 0.0
+
+
+def test_vector_reset_seeds_are_per_env():
+    vec = ToolVectorEnv([ProbeEnv() for _ in range(3)])
+    _, infos_a = vec.reset(seed=5)
+    _, infos_b = vec.reset(seed=5)
+    assert [i["task_id"] for i in infos_a] == [i["task_id"] for i in infos_b]
+    assert isinstance(np.asarray([0]), np.ndarray)
