@@ -1,0 +1,1 @@
+"""Code that runs inside a sandbox: supervisor, worker and their framing (stdlib only)."""

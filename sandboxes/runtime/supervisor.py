@@ -1,0 +1,572 @@
+"""In-sandbox supervisor: owns the worker interpreter and answers the host (stdlib only).
+
+Runs as the sandbox's main process (under tini in containers, under ``unshare`` for the
+process backend) and listens on a Unix socket in a directory the host can reach. One
+host connection at a time; requests are handled in order.
+
+Why a separate supervisor: the worker runs untrusted code that may loop, fork, flood its
+output or die, so something outside it must enforce the deadline (interrupt, short grace,
+kill the worker's processes, start a fresh worker), drain its stdout/stderr so it never
+blocks, and keep a head+tail of the output. Requests carry a sequence number and the last
+response is cached, so a host that lost the connection can resend and get the answer
+without the code running twice. If no host is connected for ``--orphan-exit-s`` the
+supervisor exits, which stops (and auto-removes) the container: a host that was SIGKILLed
+leaks nothing for long.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import wire  # noqa: E402
+
+HEARTBEAT_S = 1.0
+F_SETPIPE_SZ = 1031
+
+
+class HeadTail:
+    """Keeps the first and last ``limit // 2`` bytes of a stream and counts the rest."""
+
+    def __init__(self, limit: int) -> None:
+        self.half = limit // 2
+        self.limit = self.half * 2
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            if len(self.tail) > 4 * self.half + 65536:
+                del self.tail[: -self.half]
+
+    def render(self) -> tuple:
+        if self.total <= self.limit:
+            return (bytes(self.head) + bytes(self.tail)).decode("utf-8", "replace"), False
+        tail = bytes(self.tail[-self.half :]) if self.half else b""
+        omitted = self.total - len(self.head) - len(tail)
+        marker = f"\n[... {omitted:,} bytes truncated (of {self.total:,}) ...]\n"
+        text = self.head.decode("utf-8", "replace") + marker + tail.decode("utf-8", "replace")
+        return text, True
+
+
+def _set_nonblocking(fd: int) -> None:
+    os.set_blocking(fd, False)
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, F_SETPIPE_SZ, 1 << 20)
+    except OSError:
+        pass
+
+
+def _read_available(fd: int) -> tuple:
+    """Read what is there without blocking; returns (data, eof)."""
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 20)
+        except BlockingIOError:
+            return b"".join(chunks), False
+        except OSError:
+            return b"".join(chunks), True
+        if not chunk:
+            return b"".join(chunks), True
+        chunks.append(chunk)
+        if len(chunks) >= 8:
+            return b"".join(chunks), False
+
+
+def _oom_kills() -> int:
+    """The cgroup's OOM-kill counter (v2 or v1), or -1 when unreadable."""
+    for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"):
+        try:
+            with open(path) as f:
+                for line in f:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            continue
+    return -1
+
+
+def _may_kill_all() -> bool:
+    """kill(-1) is only safe inside our own PID namespace: PID 1 must be tini or our
+    own reaper, never the host's init."""
+    try:
+        with open("/proc/1/cmdline", "rb") as f:
+            cmdline = f.read()
+    except OSError:
+        return False
+    if os.getppid() != 1:
+        return False
+    return b"tini" in cmdline or b"supervisor.py" in cmdline
+
+
+class Worker:
+    """One worker process and the four pipes to it."""
+
+    def __init__(self, argv: list, options: dict, env: dict, cwd: str) -> None:
+        ctrl_in_r, self.ctrl_in_w = os.pipe()
+        self.ctrl_out_r, ctrl_out_w = os.pipe()
+        self.out_r, out_w = os.pipe()
+        self.err_r, err_w = os.pipe()
+        options = dict(options, ctrl_in=ctrl_in_r, ctrl_out=ctrl_out_w)
+        try:
+            self.proc = subprocess.Popen(
+                argv + [json.dumps(options)],
+                stdin=subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=err_w,
+                pass_fds=(ctrl_in_r, ctrl_out_w),
+                start_new_session=True,
+                env=env,
+                cwd=cwd,
+            )
+        finally:
+            for fd in (ctrl_in_r, ctrl_out_w, out_w, err_w):
+                os.close(fd)
+        for fd in (self.ctrl_out_r, self.out_r, self.err_r):
+            _set_nonblocking(fd)
+        self.decoder = wire.FrameDecoder()
+        self.ready = False
+        self.hello: dict = {}
+        self.dead = False
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def send(self, header: dict) -> None:
+        data = memoryview(wire.encode(header))
+        while data:
+            data = data[os.write(self.ctrl_in_w, data) :]
+
+    def close_fds(self) -> None:
+        for fd in (self.ctrl_in_w, self.ctrl_out_r, self.out_r, self.err_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+class Supervisor:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.kill_all = args.kill_all and _may_kill_all()
+        self.worker_argv = [sys.executable, "-E", "-s", os.path.join(HERE, "worker.py")]
+        self.worker_options = {
+            "preload": [m for m in args.preload.split(",") if m],
+            "value_limit": args.value_limit,
+            "workdir": args.workdir,
+            "rlimits": json.loads(args.rlimits),
+        }
+        self.env = dict(os.environ)
+        self.env["TMPDIR"] = args.tmpdir
+        self.worker: Worker | None = None
+        self.cell = 0
+        self.lost_pending = False
+        self.last_seq = -1
+        self.last_response: tuple = ({}, b"")
+        self.conn: socket.socket | None = None
+        self.last_beat = 0.0
+        self.versions: dict = {}
+
+    # ----------------------------------------------------------------- worker life
+    def spawn_worker(self) -> None:
+        for attempt in range(50):  # a fork bomb's zombies may hold the pids for a moment
+            try:
+                self.worker = Worker(self.worker_argv, self.worker_options, self.env, self.args.workdir)
+                return
+            except (BlockingIOError, OSError):
+                if attempt == 49:
+                    raise
+                time.sleep(0.05)
+
+    def ensure_ready(self, seq: int) -> None:
+        """Start a worker if there is none and wait until it has imported its modules."""
+        if self.worker is None or self.worker.dead:
+            self.spawn_worker()
+        w = self.worker
+        failures = 0
+        while not w.ready:
+            self.heartbeat(seq)
+            readable, _, _ = select.select([w.ctrl_out_r, w.out_r, w.err_r], [], [], HEARTBEAT_S)
+            for fd in readable:
+                data, eof = _read_available(fd)
+                if fd == w.ctrl_out_r:
+                    for header, _ in w.decoder.feed(data):
+                        w.ready, w.hello = True, header
+                        self.versions = header.get("versions", {})
+                    if eof and not w.ready:
+                        self.reap_worker(killed=True)
+                        failures += 1
+                        if failures >= 3:
+                            raise RuntimeError("the worker interpreter died 3 times while starting")
+                        sys.stderr.write("supervisor: worker died while starting; retrying\n")
+                        time.sleep(0.1)
+                        self.spawn_worker()
+                        w = self.worker
+                        break
+                elif data:
+                    sys.stderr.buffer.write(data)  # start-up noise goes to the container log
+
+    def kill_processes(self) -> None:
+        """Kill the worker and everything it started."""
+        w = self.worker
+        if self.kill_all:
+            for _ in range(3):
+                try:
+                    os.kill(-1, signal.SIGKILL)
+                except ProcessLookupError:
+                    break
+        elif w is not None:
+            for _ in range(20):
+                try:
+                    os.killpg(w.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    break
+                time.sleep(0.001)
+
+    def reap_worker(self, killed: bool) -> int:
+        """Wait for the worker to exit and close its pipes; returns its exit status."""
+        w = self.worker
+        if w is None:
+            return 0
+        if w.dead:
+            return w.proc.returncode
+        if killed:
+            self.kill_processes()
+        try:
+            code = w.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill_processes()
+            code = w.proc.wait()
+        w.close_fds()
+        w.dead = True
+        return code
+
+    # ----------------------------------------------------------------- transport
+    def heartbeat(self, seq: int) -> None:
+        now = time.monotonic()
+        if now - self.last_beat >= HEARTBEAT_S:
+            self.last_beat = now
+            self.send({"seq": seq, "heartbeat": True})
+
+    def send(self, header: dict, payload: bytes = b"") -> None:
+        if self.conn is None:
+            return
+        try:
+            self.conn.sendall(wire.encode(header, payload))
+        except OSError:
+            self.conn = None  # the host will reconnect and resend; the answer is cached
+
+    # ----------------------------------------------------------------- operations
+    def op_run(self, req: dict) -> tuple:
+        seq = req["seq"]
+        lost, self.lost_pending = self.lost_pending, False
+        self.ensure_ready(seq)
+        w = self.worker
+        self.cell += 1
+        timeout = float(req.get("timeout") or self.args.default_timeout)
+        out, err = HeadTail(self.args.output_limit), HeadTail(self.args.output_limit)
+        start = time.monotonic()
+        w.send({"op": "run", "code": req["code"], "cell": self.cell})
+        deadline, kill_at, interrupted = start + timeout, None, False
+        outcome = None
+        while outcome is None:
+            now = time.monotonic()
+            if kill_at is None and now >= deadline:
+                interrupted, kill_at = True, now + self.args.grace
+                try:
+                    os.kill(w.pid, signal.SIGINT)
+                except ProcessLookupError:
+                    pass
+            elif kill_at is not None and now >= kill_at:
+                self.kill_processes()
+                outcome = {"status": "timeout", "error": f"killed after the {timeout:g}s deadline"}
+                break
+            wake = kill_at if kill_at is not None else deadline
+            readable, _, _ = select.select(
+                [w.ctrl_out_r, w.out_r, w.err_r], [], [], max(0.0, min(wake - now, HEARTBEAT_S))
+            )
+            for fd in readable:
+                data, eof = _read_available(fd)
+                if fd == w.out_r:
+                    out.add(data)
+                elif fd == w.err_r:
+                    err.add(data)
+                else:
+                    frames = w.decoder.feed(data)
+                    if frames:
+                        outcome = frames[0][0]
+                    elif eof:
+                        outcome = {"status": "died"}
+            self.heartbeat(seq)
+        duration = time.monotonic() - start
+        for fd, buf in ((w.out_r, out), (w.err_r, err)):
+            buf.add(_read_available(fd)[0])
+        if outcome["status"] == "died":
+            outcome = self.worker_died(interrupted)
+        if outcome.get("status") == "timeout" or w.dead:
+            self.reap_worker(killed=True)
+            lost = True
+            self.spawn_worker()  # warm up the replacement while the host reads the result
+        status = outcome.get("status", "crash")
+        if status == "interrupted":
+            status = "timeout" if interrupted else "error"
+        stdout, out_cut = out.render()
+        stderr, err_cut = err.render()
+        return {
+            "seq": seq,
+            "status": status,
+            "stdout": stdout,
+            "stderr": stderr,
+            "value": outcome.get("value"),
+            "error": outcome.get("error"),
+            "duration_s": duration,
+            "stdout_truncated": out_cut,
+            "stderr_truncated": err_cut,
+            "value_truncated": bool(outcome.get("value_truncated")),
+            "stdout_bytes": out.total,
+            "stderr_bytes": err.total,
+            "state_lost": lost,
+        }, b""
+
+    def worker_died(self, interrupted: bool) -> dict:
+        before = self.oom_baseline
+        code = self.reap_worker(killed=True)
+        after = _oom_kills()
+        self.oom_baseline = after
+        if code == -signal.SIGKILL and (after > before or before < 0):
+            return {"status": "oom", "error": "killed by the out-of-memory killer"}
+        if interrupted and code == -signal.SIGINT:
+            return {"status": "interrupted"}
+        return {"status": "crash", "error": f"interpreter exited with status {code}"}
+
+    def op_reset(self, req: dict) -> tuple:
+        self.reap_worker(killed=True)
+        for root in (self.args.workdir, self.args.tmpdir):
+            _empty_dir(root)
+        self.lost_pending = False
+        self.spawn_worker()
+        self.ensure_ready(req["seq"])
+        return {"seq": req["seq"], "ok": True}, b""
+
+    def op_upload(self, req: dict, payload: bytes) -> tuple:
+        path = self.resolve(req["path"])
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = path + ".agentgym-upload"
+            with open(tmp, "wb") as f:
+                f.write(payload)
+            os.replace(tmp, path)
+        except OSError as e:
+            return {"seq": req["seq"], "error": _os_error(e)}, b""
+        return {"seq": req["seq"], "ok": True}, b""
+
+    def op_download(self, req: dict) -> tuple:
+        try:
+            with open(self.resolve(req["path"]), "rb") as f:
+                data = f.read()
+        except OSError as e:
+            return {"seq": req["seq"], "error": _os_error(e)}, b""
+        return {"seq": req["seq"], "ok": True}, data
+
+    def op_hello(self, req: dict) -> tuple:
+        if req.get("wait_ready"):
+            self.ensure_ready(req["seq"])
+        w = self.worker
+        return {
+            "seq": req["seq"],
+            "pid": os.getpid(),
+            "worker_pid": w.pid if w else None,
+            "ready": bool(w and w.ready),
+            "versions": self.versions,
+            "kill_all": self.kill_all,
+            "workdir": self.args.workdir,
+        }, b""
+
+    def resolve(self, path: str) -> str:
+        return os.path.normpath(os.path.join(self.args.workdir, path))
+
+    def dispatch(self, req: dict, payload: bytes) -> tuple:
+        seq = req.get("seq")
+        if not isinstance(seq, int):
+            return {"seq": seq, "error": "ValueError: request without an integer seq"}, b""
+        if seq == self.last_seq:
+            return self.last_response  # a resend: never run the same request twice
+        if seq < self.last_seq:
+            return {"seq": seq, "error": f"ValueError: stale seq {seq} < {self.last_seq}"}, b""
+        try:
+            response = self.dispatch_op(req, payload)
+        except Exception as e:  # report, do not die: the host decides whether to recycle
+            response = {"seq": seq, "error": f"SupervisorError: {type(e).__name__}: {e}"}, b""
+        self.last_seq, self.last_response = seq, response
+        return response
+
+    def dispatch_op(self, req: dict, payload: bytes) -> tuple:
+        seq, op = req["seq"], req.get("op")
+        if op == "run":
+            response = self.op_run(req)
+        elif op == "upload":
+            response = self.op_upload(req, payload)
+        elif op == "download":
+            response = self.op_download(req)
+        elif op == "reset":
+            response = self.op_reset(req)
+        elif op == "hello":
+            response = self.op_hello(req)
+        elif op == "shutdown":
+            self.send({"seq": seq, "ok": True})
+            self.shutdown(0)
+        else:
+            response = {"seq": seq, "error": f"ValueError: unknown op {op!r}"}, b""
+        return response
+
+    # ----------------------------------------------------------------- main loop
+    def serve(self) -> None:
+        path = self.args.socket
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        listener.listen(8)
+        self.oom_baseline = _oom_kills()
+        self.spawn_worker()
+        wait = self.args.startup_wait_s
+        while True:
+            listener.settimeout(wait if wait > 0 else None)
+            try:
+                conn, _ = listener.accept()
+            except socket.timeout:
+                sys.stderr.write("supervisor: no host connected in time; exiting\n")
+                self.shutdown(0)
+            conn.settimeout(None)
+            self.conn = conn
+            self.handle(conn)
+            wait = self.args.orphan_exit_s
+
+    def handle(self, conn: socket.socket) -> None:
+        reader = conn.makefile("rb", buffering=0)
+        while True:
+            try:
+                req, payload = wire.read_frame(reader.read)
+            except (EOFError, OSError, wire.FrameError):
+                break
+            header, body = self.dispatch(req, payload)
+            if self.conn is not conn:
+                break
+            self.send(header, body)
+            if self.conn is not conn:
+                break
+        try:
+            conn.close()
+        except OSError:
+            pass
+        self.conn = None
+
+    def shutdown(self, code: int) -> None:
+        try:
+            self.reap_worker(killed=True)
+        finally:
+            os._exit(code)
+
+
+def _empty_dir(root: str) -> None:
+    try:
+        entries = os.listdir(root)
+    except OSError:
+        return
+    for name in entries:
+        path = os.path.join(root, name)
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.unlink(path)
+        except OSError:
+            pass
+
+
+def _os_error(e: OSError) -> str:
+    return f"{type(e).__name__}: [Errno {e.errno}] {e.strerror}: {e.filename}"
+
+
+def _reap_as_init() -> None:
+    """As PID 1 of a fresh PID namespace: fork, and let the parent only reap orphans
+    (like tini) so that the supervisor proper can use kill(-1) safely."""
+    child = os.fork()
+    if child == 0:
+        return
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda s, f: os.kill(child, s))
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(0)
+        except InterruptedError:
+            continue
+        if pid == child:
+            os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+
+
+def _drop_user(spec: str) -> None:
+    uid, _, gid = spec.partition(":")
+    os.setgroups([])
+    os.setgid(int(gid or uid))
+    os.setuid(int(uid))
+
+
+def parse_args(argv: list) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--socket", required=True)
+    p.add_argument("--workdir", required=True)
+    p.add_argument("--tmpdir", default="/tmp")
+    p.add_argument("--preload", default="numpy,pandas")
+    p.add_argument("--output-limit", type=int, default=65536)
+    p.add_argument("--value-limit", type=int, default=16384)
+    p.add_argument("--default-timeout", type=float, default=30.0)
+    p.add_argument("--grace", type=float, default=0.05)
+    p.add_argument("--rlimits", default="{}", help="JSON: as, nproc, fsize, core, nofile")
+    p.add_argument("--kill-all", action="store_true", help="reset with kill(-1): only in a PID namespace")
+    p.add_argument("--drop-user", default="", help="uid:gid to switch to after start (process backend as root)")
+    p.add_argument("--startup-wait-s", type=float, default=300.0)
+    p.add_argument("--orphan-exit-s", type=float, default=60.0)
+    return p.parse_args(argv)
+
+
+def main(argv: list | None = None) -> None:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if os.getpid() == 1:
+        _reap_as_init()
+    if args.drop_user:
+        _drop_user(args.drop_user)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    supervisor = Supervisor(args)
+    signal.signal(signal.SIGTERM, lambda s, f: supervisor.shutdown(0))
+    supervisor.serve()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,199 @@
+"""Shared behaviour of sandboxes that run the in-sandbox supervisor.
+
+A deployment (container, local process) only has to say how to start the supervisor,
+whether it is still alive, and how to kill it; everything else (requests, error mapping,
+anomaly tracking, close) lives here once.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import builtins
+import hashlib
+import logging
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from sandboxes.client import SupervisorClient
+from sandboxes.errors import (
+    SandboxClosedError,
+    SandboxCrashedError,
+    SandboxInfraError,
+)
+from sandboxes.protocol import ExecResult, Sandbox, SandboxConfig
+
+__all__ = ["SupervisedSandbox", "RUNTIME_DIR", "runtime_digest"]
+
+log = logging.getLogger(__name__)
+
+RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
+STARTUP_TIMEOUT_S = 120.0
+"""How long a new sandbox may take to start and import its preload modules."""
+
+_FILE_ERRORS = {
+    cls.__name__: cls
+    for cls in (
+        FileNotFoundError,
+        PermissionError,
+        IsADirectoryError,
+        NotADirectoryError,
+        FileExistsError,
+    )
+}
+
+
+@lru_cache(maxsize=1)
+def runtime_digest() -> str:
+    """Hash of the supervisor and worker source, for fingerprints."""
+    h = hashlib.sha256()
+    for path in sorted(RUNTIME_DIR.glob("*.py")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+class SupervisedSandbox(Sandbox):
+    """A :class:`Sandbox` backed by a supervisor reached over a Unix socket."""
+
+    def __init__(self, config: SandboxConfig | None = None) -> None:
+        self.config = config or SandboxConfig()
+        self._client: SupervisorClient | None = None
+        self._closed = False
+        self._anomaly: str | None = None
+        self.versions: dict[str, Any] = {}
+        self.episodes = 0
+        """Episodes served since the last fresh start; the pool recycles after K."""
+
+    # -- what a deployment provides ------------------------------------------------
+    @abc.abstractmethod
+    async def _launch(self) -> str:
+        """Start the supervisor; return the host path of its Unix socket."""
+
+    @abc.abstractmethod
+    def _alive(self) -> bool:
+        """Best-effort, cheap liveness check used while waiting for the socket."""
+
+    @abc.abstractmethod
+    async def _terminate(self) -> None:
+        """Kill the sandbox from outside and free its resources. Idempotent."""
+
+    @property
+    @abc.abstractmethod
+    def workdir(self) -> str:
+        """Where relative paths point inside the sandbox."""
+
+    # -- lifecycle ------------------------------------------------------------------
+    async def start(self) -> "SupervisedSandbox":
+        """Start the sandbox and wait until its interpreter has imported its modules."""
+        try:
+            socket_path = await self._launch()
+            self._client = SupervisorClient(socket_path, silence_s=self.config.transport_slack_s)
+            await self._client.connect(STARTUP_TIMEOUT_S, alive=self._alive)
+            hello, _ = await self._client.request(
+                "hello", {"wait_ready": True}, deadline_s=STARTUP_TIMEOUT_S
+            )
+        except BaseException:
+            await self._terminate()
+            raise
+        self.versions = hello.get("versions", {})
+        return self
+
+    async def __aenter__(self) -> "SupervisedSandbox":
+        if self._client is None:
+            await self.start()
+        return self
+
+    @property
+    def healthy(self) -> bool:
+        return not self._closed and self._anomaly is None
+
+    @property
+    def anomaly(self) -> str | None:
+        """Why this sandbox should not be reused (None while it is healthy)."""
+        return self._anomaly
+
+    def mark_anomaly(self, reason: str) -> None:
+        self._anomaly = self._anomaly or reason
+
+    async def _request(
+        self, op: str, fields: dict | None = None, payload: bytes = b"", *, deadline_s: float
+    ) -> tuple[dict, bytes]:
+        if self._closed:
+            raise SandboxClosedError(f"sandbox {self.id} is closed; acquire a new one")
+        if self._client is None:
+            raise SandboxClosedError(f"sandbox {self.id} was never started; call start()")
+        try:
+            return await self._client.request(op, fields, payload, deadline_s=deadline_s)
+        except SandboxInfraError as e:
+            self.mark_anomaly(f"{op}: {e}")
+            alive = self._alive()
+            await self._terminate()  # hung or half-dead: kill it from outside
+            if not alive:
+                raise SandboxCrashedError(f"sandbox {self.id} died during {op}: {e}") from e
+            raise
+        except asyncio.CancelledError:
+            # The caller gave up mid-request: the connection may hold a stale reply.
+            self.mark_anomaly(f"{op} cancelled")
+            raise
+
+    # -- the Sandbox protocol -------------------------------------------------------
+    async def run(self, code: str, timeout: float | None = None) -> ExecResult:
+        timeout = float(timeout or self.config.default_timeout_s)
+        deadline = timeout + self.config.grace_s + self.config.transport_slack_s + STARTUP_TIMEOUT_S
+        header, _ = await self._request(
+            "run", {"code": code, "timeout": timeout}, deadline_s=deadline
+        )
+        if "status" not in header:
+            self.mark_anomaly(header.get("error", "bad run response"))
+            raise SandboxInfraError(f"sandbox {self.id} could not run code: {header.get('error')}")
+        result = ExecResult.from_dict(header)
+        if result.state_lost or result.status in ("oom", "crash"):
+            self.mark_anomaly(f"run ended with {result.status}, state_lost={result.state_lost}")
+        return result
+
+    async def upload(self, path: str, data: bytes) -> None:
+        header, _ = await self._request(
+            "upload", {"path": path}, bytes(data), deadline_s=STARTUP_TIMEOUT_S
+        )
+        _raise_file_error(header)
+
+    async def download(self, path: str) -> bytes:
+        header, payload = await self._request(
+            "download", {"path": path}, deadline_s=STARTUP_TIMEOUT_S
+        )
+        _raise_file_error(header)
+        return payload
+
+    async def reset(self) -> None:
+        header, _ = await self._request("reset", deadline_s=STARTUP_TIMEOUT_S)
+        if not header.get("ok"):
+            self.mark_anomaly(header.get("error", "reset failed"))
+            raise SandboxInfraError(f"sandbox {self.id} could not reset: {header.get('error')}")
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._client is not None:
+            self._client.close()
+        await self._terminate()
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "backend": type(self).__name__,
+            "runtime": runtime_digest(),
+            "versions": dict(self.versions),
+        }
+
+
+def _raise_file_error(header: dict) -> None:
+    error = header.get("error")
+    if not error:
+        return
+    name, _, message = error.partition(": ")
+    if name in _FILE_ERRORS:
+        raise _FILE_ERRORS[name](message)
+    if name == "SupervisorError" or not hasattr(builtins, name):
+        raise SandboxInfraError(error)
+    raise OSError(error)
