@@ -1,0 +1,181 @@
+"""Drive a batch of tool envs turn by turn with a rollout engine, token-in/token-out.
+
+Each turn, the engine generates for every live episode from its exact token ids; the
+decoded text is the env action; the env's observation delta (``info["messages"]``) is
+tokenised against a fixed base (:class:`~baselines.chat_tokens.ChatTokenizer`) and
+appended with loss mask 0. Envs are stepped together through ``agentgym.vector`` so
+their tool calls overlap on agentgym's event loop.
+
+Episodes flagged ``info["infra_failed"]`` are dropped from the batch and counted; their
+reward says nothing about the policy. An episode whose context would exceed
+``max_seq_len`` ends with its reward so far (0) and is marked ``context_limited``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from agentgym.telemetry import Telemetry
+from agentgym.vector import ToolVectorEnv
+from baselines.chat_tokens import ChatTokenizer
+from baselines.engines.base import Generation, RolloutEngine, SamplingConfig
+from baselines.trajectory import RolloutBatch, Trajectory
+
+__all__ = ["AgentLoop", "AgentLoopConfig"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class AgentLoopConfig:
+    """Limits of one rollout."""
+
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    max_seq_len: int = 2048
+    """An episode ends (``context_limited``) before its ids would exceed this length."""
+    drift_check_frac: float = 1.0
+    """Fraction of finished episodes compared against a full re-tokenisation."""
+
+
+class AgentLoop:
+    """Runs ``len(envs)`` episodes at a time: ``len(envs) // group_size`` tasks x group.
+
+    Args:
+        envs: agentgym envs (``gym.make`` results), reused across batches.
+        engine: the rollout engine.
+        chat: token bookkeeping for the policy's tokenizer.
+    """
+
+    def __init__(self, envs: Sequence[Any], engine: RolloutEngine, chat: ChatTokenizer, config: AgentLoopConfig) -> None:
+        self.envs = list(envs)
+        self.engine = engine
+        self.chat = chat
+        self.config = config
+        self._rng = np.random.default_rng(0)
+
+    def collect(self, task_seeds: Sequence[int], group_size: int, sampling_seed: int | None = None) -> RolloutBatch:
+        """Run one episode per env: env ``i`` plays task ``task_seeds[i // group_size]``."""
+        n = len(task_seeds) * group_size
+        if n > len(self.envs):
+            raise ValueError(f"Expected at most {len(self.envs)} episodes (one per env), actual value: {n}")
+        envs = self.envs[:n]
+        seeds = [int(s) for s in task_seeds for _ in range(group_size)]
+        t0 = time.perf_counter()
+        trajs, infos = self._reset(envs, seeds, group_size)
+        telemetry = Telemetry()
+        stats = {"rollout/gen_s": 0.0, "rollout/env_s": 0.0, "rollout/no_tool_call_turns": 0.0}
+        live = [i for i, t in enumerate(trajs) if not t.infra_failed]
+        turn = 0
+        while live:
+            gens = self._generate([trajs[i] for i in live], stats, None if sampling_seed is None else sampling_seed + turn)
+            actions = []
+            for i, g in zip(live, gens):
+                trajs[i].append(g.token_ids, generated=True, logprobs=g.logprobs)
+                actions.append(self.chat.decode_action(g.token_ids))
+                trajs[i].messages.append({"role": "assistant", "content": actions[-1]})
+            t_env = time.perf_counter()
+            _, rewards, terms, truncs, step_infos = ToolVectorEnv([envs[i] for i in live], autoreset=False).step(actions)
+            stats["rollout/env_s"] += time.perf_counter() - t_env
+            live = self._advance(trajs, live, gens, rewards, terms, truncs, step_infos, telemetry, stats)
+            turn += 1
+        for i, t in enumerate(trajs):
+            if not t.infra_failed:
+                telemetry.record_episode([k for k, c in t.tool_calls.items() if c], infos[i].get("tool_names", ()))
+        self._check_drift(trajs, infos, stats)
+        return self._finish(trajs, telemetry, stats, time.perf_counter() - t0)
+
+    def _reset(self, envs: list[Any], seeds: list[int], group_size: int) -> tuple[list[Trajectory], list[dict[str, Any]]]:
+        try:
+            _, infos = ToolVectorEnv(envs, autoreset=False).reset(seed=seeds)
+        except Exception as e:  # noqa: BLE001 - one failing reset must not lose the batch
+            logger.warning("batched reset failed (%s); resetting envs one by one", e)
+            infos = []
+            for env, s in zip(envs, seeds):
+                try:
+                    infos.append(env.reset(seed=s)[1])
+                except Exception as err:  # noqa: BLE001
+                    infos.append({"reset_error": f"{type(err).__name__}: {err}"})
+        trajs = []
+        for i, info in enumerate(infos):
+            group = i // group_size
+            if "reset_error" in info:
+                trajs.append(Trajectory([], [], [], 0, group, "", infra_failed=True))
+                continue
+            ids = self.chat.prompt_ids(info["messages"], info["tools"])
+            t = Trajectory([], [], [], len(ids), group, str(info["task_id"]), messages=list(info["messages"]))
+            t.append(ids, generated=False)
+            info["tool_names"] = [spec["function"]["name"] for spec in info["tools"]]
+            trajs.append(t)
+        return trajs, infos
+
+    def _generate(self, trajs: list[Trajectory], stats: dict[str, float], seed: int | None) -> list[Generation]:
+        t = time.perf_counter()
+        gens = self.engine.generate([tr.token_ids for tr in trajs], self.config.sampling, seed=seed)
+        stats["rollout/gen_s"] += time.perf_counter() - t
+        return gens
+
+    def _advance(self, trajs, live, gens, rewards, terms, truncs, step_infos, telemetry, stats) -> list[int]:
+        still = []
+        limit = self.config.max_seq_len - self.config.sampling.max_new_tokens
+        for k, i in enumerate(live):
+            t, info = trajs[i], step_infos[k]
+            t.turns += 1
+            results = info.get("tool_results", [])
+            if not results:
+                stats["rollout/no_tool_call_turns"] += 1
+            for r in results:
+                telemetry.record_call(r["name"], r["status"], float(r.get("latency_ms", 0.0)), int(r.get("retries", 0)), bool(r.get("truncated", False)))
+            if terms[k] or truncs[k]:
+                self._end(t, info, float(rewards[k]), bool(terms[k]), bool(truncs[k]))
+                continue
+            obs = self.chat.observation_ids(info["messages"], turn_ended=gens[k].finish_reason == "stop")
+            if len(t.token_ids) + len(obs) > limit:
+                t.truncated = t.context_limited = True
+                continue
+            t.append(obs, generated=False)
+            t.messages.extend(info["messages"])
+            still.append(i)
+        return still
+
+    @staticmethod
+    def _end(t: Trajectory, info: dict[str, Any], reward: float, terminated: bool, truncated: bool) -> None:
+        t.reward, t.terminated, t.truncated = reward, terminated, truncated
+        t.infra_failed = bool(info.get("infra_failed", False))
+        t.success = bool(info.get("success", reward >= 1.0))
+        t.tool_calls = dict(info.get("tool_calls", {}))
+        t.info = {k: v for k, v in info.items() if k not in ("messages", "tool_results")}
+
+    def _check_drift(self, trajs: list[Trajectory], infos: list[dict[str, Any]], stats: dict[str, float]) -> None:
+        checked = bad = 0
+        for t, info in zip(trajs, infos):
+            if t.infra_failed or self._rng.random() >= self.config.drift_check_frac:
+                continue
+            report = self.chat.drift(t.token_ids, t.messages, info["tools"])
+            t.drift_ok = report.matches
+            checked += 1
+            bad += int(not report.matches)
+        stats["tokens/drift_checked"] = float(checked)
+        stats["tokens/drift_frac"] = bad / checked if checked else 0.0
+
+    @staticmethod
+    def _finish(trajs: list[Trajectory], telemetry: Telemetry, stats: dict[str, float], wall_s: float) -> RolloutBatch:
+        kept = [t for t in trajs if not t.infra_failed]
+        dropped = len(trajs) - len(kept)
+        generated = sum(t.num_generated for t in kept)
+        stats.update(telemetry.metrics())
+        stats.update({
+            "rollout/episodes": float(len(kept)),
+            "rollout/dropped_infra_failed": float(dropped),
+            "rollout/generated_tokens": float(generated),
+            "rollout/wall_s": wall_s,
+            "rollout/tokens_per_s": generated / stats["rollout/gen_s"] if stats["rollout/gen_s"] > 0 else 0.0,
+        })
+        if dropped:
+            logger.warning("dropped %d infra-failed episode(s) from the batch", dropped)
+        return RolloutBatch(kept, dropped, stats)

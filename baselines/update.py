@@ -1,0 +1,168 @@
+"""One PPO-EWMA policy update on a batch of token sequences.
+
+Separate from rollout so that it can be tested (and compared across process counts) on
+a fixed batch. Order of operations, per training step:
+
+1. ``log pi_trainer_old``: the trainer's log-probs under the weights that generated the
+   batch (no gradient). Compared with the engine's to report the mismatch; used as the
+   behaviour policy when a TIS/MIS correction is on (:mod:`baselines.mismatch`).
+2. For each epoch, for each minibatch (one optimiser step each): ``log pi_prox`` from the
+   EWMA model as it is *now* (plain PPO: the behaviour log-probs), the loss of
+   :mod:`baselines.loss` accumulated over micro-batches, gradient clipping, the optimiser
+   step, then the EWMA update.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+
+from baselines.config import AlgoConfig
+from baselines.distributed import DistInfo, all_reduce_max, all_reduce_sum, unwrap_model
+from baselines.ewma import EWMAModel
+from baselines.logprobs import sequence_logprobs
+from baselines.loss import ppo_ewma_loss
+from baselines.mismatch import mismatch_metrics, mismatch_weights
+from baselines.trajectory import TokenBatch
+
+__all__ = ["PolicyUpdater"]
+
+
+class PolicyUpdater:
+    """Applies PPO-EWMA (or plain PPO) updates to ``model``.
+
+    Args:
+        model: the module to train (possibly DDP-wrapped or FSDP2-sharded).
+        optimizer: its optimiser.
+        ewma: the proximal model, or None for plain PPO.
+        algo: loss, minibatching and mismatch settings.
+        info: process-group information (single process by default).
+        temperature: the sampling temperature; log-probs are of ``logits / temperature``.
+    """
+
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, ewma: EWMAModel | None, algo: AlgoConfig,
+                 info: DistInfo = DistInfo(), temperature: float = 1.0) -> None:
+        self.model = model
+        self.optimizer = optimizer
+        self.ewma = ewma
+        self.algo = algo
+        self.info = info
+        self.temperature = temperature
+
+    def update(self, batch: TokenBatch, generator: torch.Generator | None = None) -> dict[str, float]:
+        """Run ``epochs x num_minibatches`` optimiser steps on ``batch``; return metrics."""
+        t0 = time.perf_counter()
+        batch = batch.to(self.info.device)
+        old = self._logprobs_no_grad(self.model, batch)
+        mask = batch.loss_mask
+        metrics = {f"mismatch/{k}": v for k, v in mismatch_metrics(old, batch.engine_logprobs, mask).items()}
+        weights, w_stats = mismatch_weights(old, batch.engine_logprobs, mask, self.algo.mismatch)
+        metrics.update({f"mismatch/{k}": v for k, v in w_stats.items()})
+        corrected = self.algo.mismatch.mode != "none"
+        batch.behav_logprobs = old if corrected else batch.engine_logprobs
+        batch.is_weights = weights if corrected else None
+
+        sums: dict[str, float] = defaultdict(float)
+        steps = 0
+        for _ in range(self.algo.epochs):
+            order = torch.randperm(len(batch), generator=generator)
+            for rows in order.tensor_split(self.algo.num_minibatches):
+                for k, v in self._optimizer_step(batch.select(rows.to(batch.input_ids.device))).items():
+                    sums[k] += v
+                steps += 1
+        metrics.update({k: v / steps for k, v in sums.items()})
+        tokens = all_reduce_sum(float(batch.attention_mask.sum()), self.info) * self.algo.epochs
+        metrics["perf/train_s"] = time.perf_counter() - t0
+        metrics["perf/train_tokens_per_s"] = tokens / metrics["perf/train_s"]
+        metrics["train/optimizer_steps"] = float(steps)
+        return metrics
+
+    @torch.no_grad()
+    def _logprobs_no_grad(self, model: nn.Module, batch: TokenBatch) -> torch.Tensor:
+        out = torch.zeros_like(batch.engine_logprobs)
+        for rows in self._micro_rows(batch):
+            mb = batch.select(rows)
+            logp, _ = sequence_logprobs(model, mb.input_ids, mb.attention_mask, temperature=self.temperature)
+            out[rows, : logp.shape[1]] = logp.to(out.dtype)
+        return out
+
+    def _micro_rows(self, batch: TokenBatch) -> Iterator[torch.Tensor]:
+        """Row indices of micro-batches; every process yields the same number of them
+        (collectives in DDP/FSDP2 forwards must match), padding with empty ones."""
+        n = len(batch)
+        size = self.algo.micro_batch_size
+        mine = (n + size - 1) // size
+        total = int(all_reduce_max(mine, self.info))
+        idx = torch.arange(n, device=batch.input_ids.device)
+        for j in range(total):
+            yield idx[j * size : (j + 1) * size] if j < mine else idx[:0]
+
+    def _optimizer_step(self, mb: TokenBatch) -> dict[str, float]:
+        global_tokens = all_reduce_sum(float(mb.loss_mask.sum()), self.info)
+        self.optimizer.zero_grad(set_to_none=True)
+        micro = list(self._micro_rows(mb))
+        sums: dict[str, float] = defaultdict(float)
+        total_loss = 0.0
+        n_tok = 0
+        for j, rows in enumerate(micro):
+            with self._grad_sync(last=j == len(micro) - 1):
+                out, entropy, count = self._micro_loss(mb, rows, global_tokens)
+                (out * self.info.world_size).backward()
+            total_loss += float(out.detach())
+            for k, v in entropy.items():
+                sums[k] += v * count
+            n_tok += count
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.algo.max_grad_norm)
+        self.optimizer.step()
+        if self.ewma is not None:
+            self.ewma.update(unwrap_model(self.model))
+        denom = max(all_reduce_sum(n_tok, self.info), 1.0)
+        stats = {k: all_reduce_sum(v, self.info) / denom for k, v in sums.items()}
+        stats["loss/policy"] = all_reduce_sum(total_loss, self.info)
+        stats["loss/grad_norm"] = float(grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm)
+        return stats
+
+    def _micro_loss(self, mb: TokenBatch, rows: torch.Tensor, global_tokens: float) -> tuple[torch.Tensor, dict[str, float], int]:
+        empty = len(rows) == 0
+        part = mb.select(rows if not empty else torch.arange(1, device=rows.device))
+        mask = part.loss_mask * (0.0 if empty else 1.0)
+        logp, entropy = sequence_logprobs(self.model, part.input_ids, part.attention_mask, temperature=self.temperature, with_entropy=True)
+        behav = part.behav_logprobs if part.behav_logprobs is not None else part.engine_logprobs
+        prox = self._proximal_logprobs(part) if self.ewma is not None else behav
+        out = ppo_ewma_loss(
+            logp, prox, behav, part.advantages, mask,
+            eps_low=self.algo.eps_low, eps_high=self.algo.eps_high, imp_samp_max=self.algo.imp_samp_max,
+            weights=part.is_weights, num_tokens=global_tokens,
+        )
+        count = int(mask.sum())
+        stats = {f"loss/{k}": v for k, v in out.stats.items()}
+        stats["policy/entropy"] = float((entropy * mask).sum() / max(count, 1))
+        return out.loss, stats, count
+
+    @torch.no_grad()
+    def _proximal_logprobs(self, part: TokenBatch) -> torch.Tensor:
+        assert self.ewma is not None
+        module = self.ewma.module
+        device = part.input_ids.device
+        home = next(module.parameters()).device
+        if home != device:
+            module.to(device)
+        try:
+            logp, _ = sequence_logprobs(module, part.input_ids, part.attention_mask, temperature=self.temperature)
+        finally:
+            if home != device:
+                module.to(home)
+        return logp
+
+    def _grad_sync(self, last: bool) -> contextlib.AbstractContextManager:
+        """Accumulate locally and synchronise gradients only on the last micro-batch."""
+        if self.info.strategy == "ddp" and not last:
+            return self.model.no_sync()
+        if self.info.strategy == "fsdp2" and hasattr(self.model, "set_requires_gradient_sync"):
+            self.model.set_requires_gradient_sync(last)
+        return contextlib.nullcontext()
