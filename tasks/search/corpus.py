@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tasks.search.sources import City, Country, WikiArticle
+from tasks.search.sources import City, Country, WikiArticle, ascii_fold
 
 __all__ = [
     "Corpus",
@@ -180,7 +180,12 @@ def country_document(country: Country, countries: dict[str, Country]) -> Documen
     neighbours = [countries[n].name for n in country.neighbours if n in countries]
     if neighbours:
         sentences.append(f"{name} borders {_join_names(neighbours)}.")
-    others = [a for a in country.aliases if a != name]
+    folded = {ascii_fold(name)}
+    others = []
+    for alias in country.aliases:  # aliases carry accent-folded twins; show each name once
+        if ascii_fold(alias) not in folded:
+            folded.add(ascii_fold(alias))
+            others.append(alias)
     if others:
         sentences.append(f"{name} is also known as {_join_names(others[:4])}.")
     return Document(id=country_doc_id(country), title=f"{name} (country profile)", text=" ".join(sentences))

@@ -1,0 +1,166 @@
+"""An async client of a Search-R1-compatible retriever service.
+
+Every call has a deadline, is retried with exponential backoff on transport failures
+and 5xx answers, and waits for one of ``max_concurrency`` slots, so a fleet of envs
+cannot flood the service. When the service stays unreachable the call raises
+``RetrieverUnavailableError`` — an ``agentgym.errors.InfraError`` — so the executor
+flags the episode ``infra_failed`` instead of blaming the agent.
+
+Connections are kept alive and pooled per event loop (a pooled connection cannot move
+between loops).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+from urllib.parse import urlsplit
+
+from agentgym.errors import ConfigError, InfraError
+from agentgym.retrieval.base import RetrievedDocument
+from agentgym.retrieval.http import MalformedHTTP, encode_request, read_message
+
+__all__ = ["RemoteRetriever", "RetrieverProtocolError", "RetrieverUnavailableError"]
+
+
+class RetrieverUnavailableError(InfraError):
+    """The retriever service could not be reached or kept failing; retried, then infra_failed."""
+
+
+class RetrieverProtocolError(InfraError):
+    """The service answered something that is not the Search-R1 retrieval format."""
+
+
+class _Transient(Exception):
+    """Internal: a failure worth retrying."""
+
+
+def _document(item: Any) -> RetrievedDocument:
+    """One result item, with or without scores (both Search-R1 shapes)."""
+    if isinstance(item, dict) and "document" in item:
+        doc, score = item["document"], item.get("score")
+    else:
+        doc, score = item, None
+    if not isinstance(doc, dict) or "contents" not in doc:
+        raise RetrieverProtocolError(f"expected a document with 'contents', got {str(item)[:120]!r}")
+    return RetrievedDocument(str(doc.get("id", "")), str(doc["contents"]), None if score is None else float(score))
+
+
+class RemoteRetriever:
+    """Client of ``agentgym serve-retriever`` or any Search-R1 retrieval server.
+
+    Args:
+        url: base URL, e.g. ``http://127.0.0.1:8000``.
+        timeout_s: deadline of one attempt (connect + request + response).
+        max_retries: retries after the first attempt, for transport errors and 5xx.
+        max_concurrency: requests in flight at once per event loop.
+        backoff_s: first backoff; doubles per retry, with full jitter.
+    """
+
+    def __init__(self, url: str, *, timeout_s: float = 5.0, max_retries: int = 2,
+                 max_concurrency: int = 32, backoff_s: float = 0.05) -> None:
+        parts = urlsplit(url)
+        if parts.scheme != "http" or not parts.hostname:
+            raise ConfigError(f"Expected a retriever URL like 'http://127.0.0.1:8000', actual value: {url!r}")
+        if timeout_s <= 0 or max_retries < 0 or max_concurrency < 1:
+            raise ConfigError("Expected timeout_s > 0, max_retries >= 0 and max_concurrency >= 1, actual values: "
+                              f"{timeout_s}, {max_retries}, {max_concurrency}")
+        self.url = url.rstrip("/")
+        self._host, self._port = parts.hostname, parts.port or 80
+        self._base_path = parts.path.rstrip("/")
+        self.timeout_s, self.max_retries, self.backoff_s = timeout_s, max_retries, backoff_s
+        self.max_concurrency = max_concurrency
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        self._slots: asyncio.Semaphore | None = None
+
+    # ----------------------------------------------------------------- API
+    async def search(self, queries: list[str], topk: int) -> list[list[RetrievedDocument]]:
+        """Top-``topk`` documents per query, in the service's ranking order."""
+        answer = await self._call("POST", "/retrieve", {"queries": queries, "topk": topk, "return_scores": True})
+        result = answer.get("result") if isinstance(answer, dict) else None
+        if not isinstance(result, list) or len(result) != len(queries):
+            raise RetrieverProtocolError(f"expected 'result' with one list per query, got {str(answer)[:120]!r}")
+        return [[_document(item) for item in per_query] for per_query in result]
+
+    async def get_documents(self, ids: list[str]) -> list[RetrievedDocument | None] | None:
+        """Documents by id, or ``None`` when the service has no ``/documents`` route."""
+        try:
+            answer = await self._call("POST", "/documents", {"ids": ids})
+        except RetrieverProtocolError as e:
+            if "404" in str(e):
+                return None
+            raise
+        docs = answer.get("documents") if isinstance(answer, dict) else None
+        if not isinstance(docs, list) or len(docs) != len(ids):
+            raise RetrieverProtocolError(f"expected 'documents' with one entry per id, got {str(answer)[:120]!r}")
+        return [None if d is None else _document(d) for d in docs]
+
+    async def health(self) -> dict[str, Any]:
+        answer = await self._call("GET", "/health", None)
+        return answer if isinstance(answer, dict) else {}
+
+    async def aclose(self) -> None:
+        for _, writer in self._idle:
+            writer.close()
+        self._idle.clear()
+
+    # ------------------------------------------------------------ internals
+    def _bind_loop(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self._loop, self._idle = loop, []
+            self._slots = asyncio.Semaphore(self.max_concurrency)
+        assert self._slots is not None
+        return self._slots
+
+    async def _call(self, method: str, path: str, payload: Any) -> Any:
+        slots = self._bind_loop()
+        last: BaseException | None = None
+        async with slots:
+            for attempt in range(self.max_retries + 1):
+                if attempt:
+                    await asyncio.sleep(random.uniform(0, self.backoff_s * 2 ** (attempt - 1)))
+                try:
+                    return await asyncio.wait_for(self._exchange(method, path, payload), self.timeout_s)
+                except (_Transient, OSError, TimeoutError, asyncio.IncompleteReadError, MalformedHTTP) as e:
+                    last = e
+        raise RetrieverUnavailableError(
+            f"retriever service at {self.url} failed {self.max_retries + 1} attempt(s): "
+            f"{type(last).__name__}: {last or 'timed out'}. Is `agentgym serve-retriever` running?"
+        ) from last
+
+    async def _connection(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        while self._idle:
+            reader, writer = self._idle.pop()
+            if not writer.is_closing() and not reader.at_eof():
+                return reader, writer
+            writer.close()
+        return await asyncio.open_connection(self._host, self._port, limit=1 << 22)
+
+    async def _exchange(self, method: str, path: str, payload: Any) -> Any:
+        reader, writer = await self._connection()
+        try:
+            writer.write(encode_request(method, self._base_path + path, f"{self._host}:{self._port}", payload))
+            await writer.drain()
+            response = await read_message(reader)
+        except BaseException:
+            writer.close()
+            raise
+        if response is None:
+            writer.close()
+            raise _Transient("the service closed the connection without answering")
+        if response.keep_alive:
+            self._idle.append((reader, writer))
+        else:
+            writer.close()
+        try:
+            status = int(response.start_line.split(" ", 2)[1])
+        except (IndexError, ValueError) as e:
+            raise MalformedHTTP(f"bad status line {response.start_line[:80]!r}") from e
+        if status >= 500:
+            raise _Transient(f"HTTP {status}: {response.body[:200]!r}")
+        if status != 200:
+            raise RetrieverProtocolError(f"HTTP {status} from {self.url}{path}: {response.body[:200]!r}")
+        return response.json()
