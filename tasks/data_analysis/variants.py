@@ -1,0 +1,119 @@
+"""Per-episode table variants: the same real table, never the same file twice.
+
+From the episode's generator a variant subsamples rows (80-95%), shuffles their order,
+injects missing values into unprotected columns (at a rate of 0, 2 or 5%) and, when the
+question allows it, renames some columns. Questions are worded with the variant's
+column names and their ground truth is recomputed on the variant's CSV bytes — exactly
+the bytes that are uploaded to the sandbox — so an answer cannot be memorised.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from tasks.data_analysis.tables import TableSpec, load_table, table_csv
+
+__all__ = ["VariantConfig", "TableVariant", "make_variant", "rename_style"]
+
+
+@dataclass(frozen=True)
+class VariantConfig:
+    min_fraction: float = 0.80
+    max_fraction: float = 0.95
+    min_rows: int = 16
+    """Tables at or below this many rows keep all of them (only shuffled)."""
+    missing_rates: tuple[float, ...] = (0.0, 0.0, 0.02, 0.05)
+    rename_probability: float = 0.3
+    """Chance that each unprotected column is renamed (when the question allows)."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.min_fraction <= self.max_fraction <= 1:
+            raise ValueError(
+                "Expected 0 < min_fraction <= max_fraction <= 1, actual values: "
+                f"{self.min_fraction}, {self.max_fraction}"
+            )
+        if any(not 0 <= r < 0.5 for r in self.missing_rates) or not self.missing_rates:
+            raise ValueError(f"Expected missing rates in [0, 0.5), actual: {self.missing_rates}")
+
+
+@dataclass(frozen=True)
+class TableVariant:
+    spec: TableSpec
+    data: bytes = field(repr=False)
+    """The CSV bytes the sandbox gets; the ground truth is computed from them."""
+    renames: dict[str, str]
+    """Original column name -> the variant's name (only renamed columns)."""
+    missing_rate: float
+    rows: int
+
+    @property
+    def file(self) -> str:
+        return f"{self.spec.name}.csv"
+
+    def col(self, original: str) -> str:
+        return self.renames.get(original, original)
+
+    def frame(self) -> pd.DataFrame:
+        return pd.read_csv(io.BytesIO(self.data))
+
+
+def rename_style(name: str, style: int) -> str:
+    """Rename a column in one of three spellings people use for the same thing."""
+    words = [w for w in re.split(r"[_\s]+", name) if w]
+    if style == 0:
+        return "_".join(w.upper() for w in words)
+    if style == 1:
+        return " ".join(w.capitalize() for w in words)
+    return words[0].lower() + "".join(w.capitalize() for w in words[1:])
+
+
+def _renames(df: pd.DataFrame, spec: TableSpec, rng: np.random.Generator, p: float) -> dict[str, str]:
+    taken = set(df.columns)
+    out: dict[str, str] = {}
+    for col in df.columns:
+        draw = rng.random()
+        style = int(rng.integers(3))
+        if col in spec.no_missing() or draw >= p:
+            continue
+        new = rename_style(str(col), style)
+        if new != col and new not in taken:
+            out[col] = new
+            taken.add(new)
+    return out
+
+
+def make_variant(
+    spec: TableSpec,
+    rng: np.random.Generator,
+    *,
+    allow_rename: bool = True,
+    allow_missing: bool = True,
+    config: VariantConfig = VariantConfig(),
+) -> TableVariant:
+    """Draw one variant of ``spec``'s table; a pure function of the generator's state."""
+    df = load_table(spec.name)
+    n = len(df)
+    if n > config.min_rows:
+        frac = rng.uniform(config.min_fraction, config.max_fraction)
+        n = max(config.min_rows, int(round(frac * len(df))))
+    rows = rng.choice(len(df), size=n, replace=False)  # random order: subsample + shuffle
+    df = df.iloc[rows].reset_index(drop=True)
+    rate = float(rng.choice(config.missing_rates)) if allow_missing else 0.0
+    if rate > 0:
+        for col in df.columns:
+            # Integer-coded categories (years, cylinder counts) would turn into floats
+            # ("2007.0") and change their labels; they keep all values.
+            int_label = col in spec.category and pd.api.types.is_integer_dtype(df[col])
+            if col in spec.no_missing() or int_label:
+                continue
+            mask = rng.random(n) < rate
+            if mask.any():
+                df[col] = df[col].astype(object).where(~mask, None)
+    renames = _renames(df, spec, rng, config.rename_probability) if allow_rename else {}
+    df = df.rename(columns=renames)
+    return TableVariant(spec=spec, data=table_csv(df), renames=renames, missing_rate=rate, rows=n)
