@@ -1,0 +1,526 @@
+"""A warm pool of sandboxes with retries, recycling and replay.
+
+The pool keeps ``size`` sandboxes started and ready (numpy and pandas imported), so
+``acquire`` hands one out in well under a millisecond. What it hands out is a
+:class:`PooledSandbox`, a lease that remembers the episode's uploads and successful
+cells: if the sandbox under it dies (container killed, supervisor hung), the lease takes
+a fresh one, replays the episode onto it and retries the call, so the agent sees nothing
+but the answer. Where replay is impossible the result says ``state_lost``.
+
+On ``release`` the sandbox is reset in the background (new interpreter, empty workdir and
+/tmp, no leftover processes) and only then returned; it is closed instead after
+``max_episodes`` episodes or after any anomaly (oom, crash, lost state, transport error).
+Errors that survive the retries raise :class:`~sandboxes.errors.SandboxInfraError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import warnings
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Literal, Protocol, runtime_checkable
+
+import tenacity
+
+from sandboxes.engine import default_engine_url, engine_reachable
+from sandboxes.errors import (
+    EngineUnreachableError,
+    SandboxClosedError,
+    SandboxConfigError,
+    SandboxInfraError,
+)
+from sandboxes.protocol import ExecResult, Sandbox, SandboxConfig
+
+__all__ = ["PoolConfig", "SandboxBackend", "SandboxPool", "PooledSandbox", "make_pool", "choose_backend"]
+
+log = logging.getLogger(__name__)
+
+BackendName = Literal["auto", "docker", "process"]
+
+
+@runtime_checkable
+class SandboxBackend(Protocol):
+    """How a pool makes sandboxes: :class:`~sandboxes.DockerBackend`,
+    :class:`~sandboxes.ProcessBackend`, or a fake in unit tests."""
+
+    name: str
+
+    async def create(self) -> Any:
+        """Start one sandbox and return it when its interpreter is ready."""
+
+    async def remove_orphans(self) -> int:
+        """Remove sandboxes left by dead processes; return how many."""
+
+    def describe(self) -> dict[str, Any]:
+        """Facts for fingerprints (image id, library versions, config)."""
+
+    async def close(self) -> None:
+        """Release the backend's own resources (clients)."""
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    """How many sandboxes to keep warm and how hard to try when things fail."""
+
+    size: int = 4
+    """Sandboxes kept started and idle, ready for ``acquire``."""
+    max_live: int | None = None
+    """Cap on sandboxes alive at once (idle + leased + starting); None for no cap."""
+    max_parallel_creations: int = 4
+    """Sandboxes started at the same time; starting many at once on a small machine
+    only makes each one slower."""
+    max_episodes: int = 50
+    """A sandbox is closed and replaced after serving this many episodes."""
+    acquire_timeout_s: float = 600.0
+    retry_attempts: int = 3
+    """Attempts for creating a sandbox and for re-running a call whose sandbox died."""
+    retry_wait_s: float = 0.2
+    """First wait between attempts; it doubles each time."""
+    replay: bool = True
+    """Replay an episode's uploads and successful cells onto a replacement sandbox."""
+    reap_on_start: bool = True
+    """Remove orphaned sandboxes of dead processes when the pool starts."""
+
+    def __post_init__(self) -> None:
+        if self.size < 0 or self.max_parallel_creations < 1 or self.max_episodes < 1:
+            raise SandboxConfigError(
+                "Expected size >= 0, max_parallel_creations >= 1 and max_episodes >= 1, "
+                f"actual values: {self.size}, {self.max_parallel_creations}, {self.max_episodes}"
+            )
+        if self.retry_attempts < 1:
+            raise SandboxConfigError(f"Expected retry_attempts >= 1, actual value: {self.retry_attempts}")
+        if self.max_live is not None and self.max_live < 1:
+            raise SandboxConfigError(f"Expected max_live >= 1 or None, actual value: {self.max_live}")
+
+
+@dataclass
+class PoolStats:
+    created: int = 0
+    creation_failures: int = 0
+    recycled: int = 0
+    replaced: int = 0
+    replays_failed: int = 0
+
+
+class SandboxPool:
+    """Warm pool of sandboxes; use as ``async with SandboxPool(backend) as pool``.
+
+    Args:
+        backend: what makes sandboxes (see :func:`make_pool` to pick one automatically).
+        config: pool sizes, recycling and retry settings.
+    """
+
+    def __init__(self, backend: SandboxBackend, config: PoolConfig | None = None) -> None:
+        self.backend = backend
+        self.config = config or PoolConfig()
+        self.stats = PoolStats()
+        self._ready: asyncio.Queue[Any] = asyncio.Queue()
+        self._leases: set[PooledSandbox] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._creating = 0
+        self._resetting = 0
+        self._waiters = 0
+        self._started = False
+        self._closed = False
+        self._start_lock = asyncio.Lock()
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> "SandboxPool":
+        """Remove orphans of dead processes, then start filling the pool."""
+        async with self._start_lock:
+            if self._closed:
+                raise SandboxClosedError("this pool is closed; create a new one")
+            if not self._started:
+                if self.config.reap_on_start:
+                    removed = await self.backend.remove_orphans()
+                    if removed:
+                        log.info("removed %d orphaned sandboxes of dead processes", removed)
+                self._started = True
+                self._kick()
+        return self
+
+    async def wait_ready(self, n: int | None = None, timeout: float = 600.0) -> None:
+        """Wait until ``n`` (default: ``size``) sandboxes are idle and ready."""
+        await self.start()
+        n = self.config.size if n is None else n
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        while self._ready.qsize() < n:
+            if loop.time() > end:
+                raise SandboxInfraError(f"only {self._ready.qsize()} of {n} sandboxes ready after {timeout:g}s")
+            await asyncio.sleep(0.05)
+
+    async def close(self) -> None:
+        """Close every sandbox (idle and leased) and the backend. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        sandboxes = [lease._inner for lease in self._leases if lease._inner is not None]
+        self._leases.clear()
+        while not self._ready.empty():
+            item = self._ready.get_nowait()
+            if not isinstance(item, BaseException):
+                sandboxes.append(item)
+        await asyncio.gather(*(self._close_one(sb) for sb in sandboxes), return_exceptions=True)
+        await self.backend.close()
+
+    async def __aenter__(self) -> "SandboxPool":
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ acquire / release
+    async def acquire(self) -> "PooledSandbox":
+        """A sandbox in a fresh state, leased until :meth:`release`.
+
+        Raises:
+            SandboxInfraError: no sandbox could be started within the retries.
+        """
+        sandbox = await self._take()
+        lease = PooledSandbox(self, sandbox)
+        self._leases.add(lease)
+        return lease
+
+    async def release(self, sandbox: Sandbox) -> None:
+        """Give a leased sandbox back; it is reset (or recycled) in the background."""
+        if not isinstance(sandbox, PooledSandbox) or sandbox._pool is not self:
+            raise SandboxConfigError(
+                f"Expected a sandbox leased from this pool, actual value: {sandbox!r}"
+            )
+        self._leases.discard(sandbox)
+        inner = sandbox._detach()
+        if inner is not None:
+            self._give_back(inner)
+
+    @contextlib.asynccontextmanager
+    async def sandbox(self) -> AsyncIterator["PooledSandbox"]:
+        """``async with pool.sandbox() as sb:`` acquires and always releases."""
+        lease = await self.acquire()
+        try:
+            yield lease
+        finally:
+            if lease._inner is not None:
+                await self.release(lease)
+
+    def describe(self) -> dict[str, Any]:
+        """The backend's fingerprint facts plus the pool settings."""
+        return {**self.backend.describe(), "pool": dataclasses.asdict(self.config)}
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "idle": self._ready.qsize(),
+            "leased": len(self._leases),
+            "creating": self._creating,
+            "resetting": self._resetting,
+            "waiting": self._waiters,
+        }
+
+    # ------------------------------------------------------------------ internals
+    async def _take(self) -> Any:
+        await self.start()
+        self._waiters += 1
+        self._kick()
+        try:
+            while True:
+                try:
+                    item = await asyncio.wait_for(self._ready.get(), self.config.acquire_timeout_s)
+                except asyncio.TimeoutError as e:
+                    raise SandboxInfraError(
+                        f"no sandbox became ready within {self.config.acquire_timeout_s:g}s "
+                        f"({self.counts()}); raise PoolConfig.acquire_timeout_s or max_live"
+                    ) from e
+                if isinstance(item, BaseException):
+                    raise SandboxInfraError(f"could not start a sandbox: {item}") from item
+                if item.healthy:
+                    return item
+                self._spawn(self._close_one(item))
+        finally:
+            self._waiters -= 1
+            self._kick()
+
+    def _give_back(self, sandbox: Any) -> None:
+        sandbox.episodes += 1
+        if not sandbox.healthy or sandbox.episodes >= self.config.max_episodes or self._closed:
+            self.stats.recycled += 1
+            self._spawn(self._close_one(sandbox))
+            return
+        self._resetting += 1
+        self._spawn(self._reset_and_return(sandbox))
+
+    async def _reset_and_return(self, sandbox: Any) -> None:
+        try:
+            await sandbox.reset()
+        except Exception as e:
+            log.warning("reset of sandbox %s failed (%s); replacing it", sandbox.id, e)
+            await self._close_one(sandbox)
+        else:
+            self._ready.put_nowait(sandbox)
+        finally:
+            self._resetting -= 1
+            self._kick()
+
+    def _wanted(self) -> int:
+        supply = self._ready.qsize() + self._creating + self._resetting
+        want = self.config.size + self._waiters - supply
+        if self.config.max_live is not None:
+            live = supply + len(self._leases)
+            want = min(want, self.config.max_live - live)
+        return want
+
+    def _kick(self) -> None:
+        """Start creations until the pool (plus waiting acquirers) is covered."""
+        if self._closed or not self._started:
+            return
+        while self._creating < self.config.max_parallel_creations and self._wanted() > 0:
+            self._creating += 1
+            self._spawn(self._create_one())
+
+    async def _create_one(self) -> None:
+        failed = False
+        try:
+            sandbox = await self._retrying(self.backend.create)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            failed = True
+            self.stats.creation_failures += 1
+            log.warning("could not start a sandbox after %d attempts: %s", self.config.retry_attempts, e)
+            if self._waiters:
+                self._ready.put_nowait(e)  # one waiter gets the error instead of hanging
+        else:
+            self.stats.created += 1
+            if self._closed:
+                await self._close_one(sandbox)
+            else:
+                self._ready.put_nowait(sandbox)
+        finally:
+            self._creating -= 1
+        if not failed or self._waiters:
+            self._kick()
+
+    async def _retrying(self, fn: Any, *args: Any) -> Any:
+        retrying = tenacity.AsyncRetrying(
+            stop=tenacity.stop_after_attempt(self.config.retry_attempts),
+            wait=tenacity.wait_exponential(multiplier=self.config.retry_wait_s, max=10),
+            retry=tenacity.retry_if_exception_type((SandboxInfraError, OSError)),
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                return await fn(*args)
+
+    async def _close_one(self, sandbox: Any) -> None:
+        try:
+            await sandbox.close()
+        except Exception as e:  # closing is best effort; the reaper is the backstop
+            log.warning("closing sandbox %s failed: %s", getattr(sandbox, "id", "?"), e)
+        finally:
+            forget = getattr(self.backend, "forget", None)
+            if forget is not None:
+                forget(sandbox)
+            self._kick()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+class PooledSandbox(Sandbox):
+    """A sandbox leased from a :class:`SandboxPool`, surviving the death of the one under it.
+
+    The lease records the episode's uploads and the cells that ran ``ok``. If a call
+    fails because the sandbox died, the lease takes a fresh sandbox, replays that record
+    and runs the call again. A call that kills its sandbox twice is the code's fault: it
+    returns status ``crash`` (on a replacement with the episode replayed). Replay assumes
+    cells are deterministic; cells that are not (unseeded randomness, clocks) may
+    rebuild slightly different state.
+    """
+
+    def __init__(self, pool: SandboxPool, sandbox: Any) -> None:
+        self._pool = pool
+        self._inner: Any = sandbox
+        self._uploads: dict[str, bytes] = {}
+        self._cells: list[tuple[str, float | None]] = []
+
+    @property
+    def id(self) -> str:
+        return self._sandbox().id
+
+    @property
+    def workdir(self) -> str:
+        return self._sandbox().workdir
+
+    @property
+    def inner(self) -> Any:
+        """The sandbox currently under this lease (changes when it is replaced)."""
+        return self._sandbox()
+
+    @property
+    def healthy(self) -> bool:
+        return self._inner is not None
+
+    def describe(self) -> dict[str, Any]:
+        return self._sandbox().describe()
+
+    def _sandbox(self) -> Any:
+        if self._inner is None:
+            raise SandboxClosedError("this sandbox was released to its pool; acquire another")
+        return self._inner
+
+    def _detach(self) -> Any:
+        inner, self._inner = self._inner, None
+        return inner
+
+    async def run(self, code: str, timeout: float | None = None) -> ExecResult:
+        crashes = 0
+        replay_lost = False
+        while True:
+            sandbox = self._sandbox()
+            try:
+                result = await sandbox.run(code, timeout)
+            except SandboxInfraError as e:
+                crashes += 1
+                log.warning("sandbox %s failed during run (%s); replacing it", sandbox.id, e)
+                replay_lost |= await self._replace()
+                if crashes < 2:
+                    continue
+                result = ExecResult(
+                    status="crash",
+                    error=f"the sandbox died twice while running this code: {e}",
+                )
+            break
+        if result.state_lost or replay_lost:
+            self._cells.clear()
+            result = dataclasses.replace(result, state_lost=True)
+        if result.status == "ok":
+            self._cells.append((code, timeout))
+        return result
+
+    async def upload(self, path: str, data: bytes) -> None:
+        await self._with_replacement(lambda sb: sb.upload(path, data))
+        self._uploads[path] = bytes(data)
+
+    async def download(self, path: str) -> bytes:
+        return await self._with_replacement(lambda sb: sb.download(path))
+
+    async def reset(self) -> None:
+        self._uploads.clear()
+        self._cells.clear()
+        await self._with_replacement(lambda sb: sb.reset())
+
+    async def close(self) -> None:
+        """Give the sandbox back to the pool (what ``async with`` does on exit)."""
+        if self._inner is not None:
+            await self._pool.release(self)
+
+    async def _with_replacement(self, call: Any) -> Any:
+        for attempt in range(self._pool.config.retry_attempts):
+            sandbox = self._sandbox()
+            try:
+                return await call(sandbox)
+            except SandboxInfraError as e:
+                if attempt + 1 == self._pool.config.retry_attempts:
+                    raise
+                log.warning("sandbox %s failed (%s); replacing it", sandbox.id, e)
+                await self._replace()
+
+    async def _replace(self) -> bool:
+        """Swap in a fresh sandbox and replay the episode; True if state was lost."""
+        old = self._detach()
+        self._pool.stats.replaced += 1
+        self._pool._spawn(self._pool._close_one(old))
+        self._inner = await self._pool._take()
+        if not self._pool.config.replay:
+            lost = bool(self._cells)
+        else:
+            lost = not await self._replay()
+        if lost:
+            self._pool.stats.replays_failed += 1
+        return lost
+
+    async def _replay(self) -> bool:
+        sandbox = self._inner
+        try:
+            for path, data in self._uploads.items():
+                await sandbox.upload(path, data)
+            for code, timeout in self._cells:
+                result = await sandbox.run(code, timeout)
+                if result.status != "ok" or result.state_lost:
+                    log.warning("replay of a cell ended with %s; state is lost", result.status)
+                    await sandbox.reset()
+                    return False
+        except SandboxInfraError as e:
+            log.warning("replay failed (%s); continuing on a fresh sandbox", e)
+            self._pool._spawn(self._pool._close_one(self._detach()))
+            self._inner = await self._pool._take()
+            return False
+        return True
+
+
+def choose_backend(backend: BackendName | None = None, engine_urls: list[str] | None = None) -> str:
+    """``docker`` or ``process``: the explicit choice, else ``AGENTGYM_SANDBOX``, else
+    docker when an engine answers and process (with a warning) when none does.
+
+    Raises:
+        EngineUnreachableError: docker was required but no engine answers.
+        SandboxConfigError: an unknown backend name.
+    """
+    choice = backend or os.environ.get("AGENTGYM_SANDBOX") or "auto"
+    if choice not in ("auto", "docker", "process"):
+        raise SandboxConfigError(
+            f"Expected backend 'auto', 'docker' or 'process' (argument or AGENTGYM_SANDBOX), "
+            f"actual value: {choice!r}"
+        )
+    if choice == "process":
+        return "process"
+    urls = engine_urls or [default_engine_url()]
+    unreachable = [url for url in dict.fromkeys(urls) if not engine_reachable(url)]
+    if choice == "docker" and unreachable:
+        from sandboxes.engine import connect
+
+        connect(unreachable[0], timeout=3.0)  # raises EngineUnreachableError with the fix
+        raise EngineUnreachableError(f"no Docker engine at {unreachable[0]}")
+    if unreachable:
+        from sandboxes.process import SandboxIsolationWarning
+
+        warnings.warn(
+            f"No Docker engine answers at {', '.join(unreachable)}; using ProcessSandbox, "
+            "whose isolation is weaker. Start Docker, or set AGENTGYM_SANDBOX=process to "
+            "silence this warning (AGENTGYM_SANDBOX=docker to make it an error).",
+            SandboxIsolationWarning,
+            stacklevel=3,
+        )
+        return "process"
+    return "docker"
+
+
+def make_pool(
+    backend: BackendName | None = None,
+    *,
+    config: SandboxConfig | None = None,
+    pool: PoolConfig | None = None,
+    engine_urls: list[str] | None = None,
+    image: str | None = None,
+) -> SandboxPool:
+    """A :class:`SandboxPool` on the best available backend (see :func:`choose_backend`).
+
+    The pool is not started; use ``async with make_pool() as pool`` or ``await pool.start()``.
+    """
+    if choose_backend(backend, engine_urls) == "docker":
+        from sandboxes.docker import DockerBackend
+
+        made: SandboxBackend = DockerBackend(config, engine_urls=engine_urls, image=image)
+    else:
+        from sandboxes.process import ProcessBackend
+
+        made = ProcessBackend(config)
+    return SandboxPool(made, pool)

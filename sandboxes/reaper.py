@@ -1,0 +1,187 @@
+"""No leaks: owner labels, clean-up at exit, and removal of orphans.
+
+Every container carries ``agentgym.owner=<hostname>:<pid>:<process start time>``; the
+start time makes a recycled PID look dead, as it should. Three lines of defence:
+
+1. ``atexit`` and SIGTERM/SIGHUP/SIGINT handlers remove this process's containers;
+2. a pool, when it starts, removes labelled containers whose owner on this host is dead
+   (the SIGKILL case, where 1. cannot run), and :func:`reap_orphans` (``agentgym reap``)
+   does the same on demand;
+3. the in-sandbox supervisor exits when no host has been connected for a minute, and
+   containers are started with auto-remove.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import socket
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from sandboxes.engine import connect, default_engine_url
+
+__all__ = [
+    "OWNER_LABEL",
+    "SANDBOX_LABEL",
+    "owner_id",
+    "owner_alive",
+    "reap_orphans",
+    "register_engine",
+    "socket_root",
+]
+
+OWNER_LABEL = "agentgym.owner"
+SANDBOX_LABEL = "agentgym.sandbox"
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]  # field 22: start time in clock ticks
+
+
+@lru_cache(maxsize=1)
+def _owner_for(pid: int) -> str:
+    return f"{socket.gethostname()}:{pid}:{_start_time(pid) or '0'}"
+
+
+def owner_id() -> str:
+    """This process's owner label value (recomputed after a fork)."""
+    return _owner_for(os.getpid())
+
+
+def owner_alive(owner: str) -> bool | None:
+    """True/False for owners on this host; None when the owner is on another host or the
+    label is malformed (then nobody here can tell, and nothing is removed)."""
+    host, _, rest = owner.partition(":")
+    pid_text, _, started = rest.partition(":")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return None
+    return _start_time(int(pid_text)) == started
+
+
+def socket_root() -> Path:
+    """Host directory for this process's sandbox sockets, removed by the reaper later."""
+    root = Path(tempfile.gettempdir()) / "agentgym-sandboxes"
+    root.mkdir(mode=0o711, exist_ok=True)
+    mine = root / owner_id().replace(":", "_")
+    mine.mkdir(mode=0o711, exist_ok=True)
+    return mine
+
+
+def _remove(container: Any) -> str | None:
+    try:
+        container.remove(force=True)
+        return container.id
+    except Exception:  # already gone (auto-remove) or engine trouble: nothing to do
+        return None
+
+
+def _remove_all(containers: list[Any]) -> list[str]:
+    if not containers:
+        return []
+    with ThreadPoolExecutor(max_workers=min(16, len(containers))) as ex:
+        return [cid for cid in ex.map(_remove, containers) if cid]
+
+
+def reap_orphans(
+    engine_urls: list[str] | None = None, *, include_unknown: bool = False
+) -> list[str]:
+    """Remove labelled containers whose owning process is dead; return their ids.
+
+    ``include_unknown`` also removes containers whose owner cannot be checked (another
+    host, or a malformed label); use it only when no other host shares the engine.
+    Also removes socket directories left by dead owners on this host.
+    """
+    removed: list[str] = []
+    for url in dict.fromkeys(engine_urls or [default_engine_url()]):
+        client = connect(url)
+        try:
+            containers = client.containers.list(all=True, filters={"label": OWNER_LABEL})
+            doomed = []
+            for c in containers:
+                alive = owner_alive(c.labels.get(OWNER_LABEL, ""))
+                if alive is False or (alive is None and include_unknown):
+                    doomed.append(c)
+            removed += _remove_all(doomed)
+        finally:
+            client.close()
+    _remove_dead_socket_dirs()
+    return removed
+
+
+def _remove_dead_socket_dirs() -> None:
+    root = Path(tempfile.gettempdir()) / "agentgym-sandboxes"
+    if not root.is_dir():
+        return
+    for entry in root.iterdir():
+        if owner_alive(entry.name.replace("_", ":")) is False:
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- clean-up at exit
+_engines: set[str] = set()
+_installed = False
+_lock = threading.Lock()
+_previous: dict[int, Any] = {}
+
+
+def register_engine(url: str) -> None:
+    """Remember that this process starts containers on ``url``, and make sure they are
+    removed when it exits or is told to stop."""
+    global _installed
+    with _lock:
+        _engines.add(url)
+        if _installed:
+            return
+        _installed = True
+    atexit.register(remove_own_containers)
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            try:
+                _previous[sig] = signal.signal(sig, _on_signal)
+            except (ValueError, OSError):
+                pass
+
+
+def remove_own_containers() -> list[str]:
+    """Remove every container this process owns on every engine it used."""
+    removed: list[str] = []
+    for url in list(_engines):
+        try:
+            client = connect(url, timeout=30)
+        except ConnectionError:
+            continue
+        try:
+            mine = client.containers.list(
+                all=True, filters={"label": f"{OWNER_LABEL}={owner_id()}"}
+            )
+            removed += _remove_all(mine)
+        except Exception:
+            pass
+        finally:
+            client.close()
+    shutil.rmtree(socket_root(), ignore_errors=True)
+    return removed
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    remove_own_containers()
+    previous = _previous.get(signum)
+    if callable(previous):
+        previous(signum, frame)
+    elif previous == signal.SIG_IGN:
+        return
+    else:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
