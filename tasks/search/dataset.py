@@ -30,13 +30,14 @@ __all__ = [
     "QAFormatError",
     "SearchDataset",
     "cache_root",
+    "load_custom_dataset",
     "load_default_dataset",
     "read_qa_jsonl",
     "write_qa_jsonl",
 ]
 
 # Bump when anything that changes the generated corpus or questions changes.
-BUILDER_VERSION = "search-data-1"
+BUILDER_VERSION = "search-data-2"
 CACHE_ENV_VAR = "AGENTGYM_CACHE_DIR"
 
 ProgressCallback = Callable[[str, float], None]
@@ -172,9 +173,11 @@ def load_default_dataset(
     return _dataset(corpus, {s: splits.get(s, []) for s in SPLITS})
 
 
-def load_custom_dataset(corpus_path: str | os.PathLike[str], qa_path: str | os.PathLike[str]) -> SearchDataset:
-    """Your own corpus and QA jsonl files; QA rows without ``split`` serve every split."""
-    corpus = Corpus.read_jsonl(corpus_path)
+def load_custom_dataset(qa_path: str | os.PathLike[str], corpus: Corpus) -> SearchDataset:
+    """Your QA jsonl over ``corpus`` (yours via ``Corpus.read_jsonl``, or the bundled one).
+
+    QA rows with a ``split`` field serve that split; rows without one serve every split.
+    """
     by_split = read_qa_jsonl(qa_path)
     shared = by_split.pop("all", [])
     splits = {s: by_split.get(s, []) + shared for s in SPLITS}

@@ -1,0 +1,54 @@
+"""``agentgym serve-retriever``: serve a BM25 index over HTTP until interrupted."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+
+from agentgym.retrieval import LocalRetriever, RetrieverService
+from tasks.search import Corpus, load_default_dataset
+
+__all__ = ["serve_retriever_command"]
+
+log = logging.getLogger(__name__)
+
+
+def _progress(stage: str, fraction: float) -> None:
+    sys.stderr.write(f"\r{stage}: {fraction:5.0%}")
+    if fraction >= 1.0:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+async def _serve(service: RetrieverService, host: str, port: int) -> None:
+    await service.start(host, port)
+    sys.stderr.write(
+        f"retriever serving {len(service.index.corpus)} documents (corpus {service.index.corpus.version}) "
+        f"on {service.url}: POST /retrieve, POST /documents, GET /health\n"
+    )
+    try:
+        await service.serve_forever()
+    finally:
+        await service.stop()
+
+
+def serve_retriever_command(host: str = "127.0.0.1", port: int = 8000, corpus: str | None = None) -> int:
+    """Serve the bundled corpus (or ``corpus``, a Search-R1 jsonl) on ``host:port``.
+
+    Returns the process exit code: 0 after Ctrl-C, 1 when the corpus or port is unusable.
+    """
+    try:
+        docs = Corpus.read_jsonl(corpus) if corpus else load_default_dataset(progress=_progress).corpus
+        retriever = LocalRetriever.for_corpus(docs, progress=_progress)
+    except (OSError, ValueError) as e:
+        sys.stderr.write(f"error: could not load the corpus: {e}\n")
+        return 1
+    try:
+        asyncio.run(_serve(RetrieverService(retriever.index), host, port))
+    except KeyboardInterrupt:
+        return 0
+    except OSError as e:
+        sys.stderr.write(f"error: could not serve on {host}:{port}: {e}\n")
+        return 1
+    return 0

@@ -1,0 +1,363 @@
+"""Search-v0 / SearchR1-v0: answer single- and multi-hop questions by searching a corpus.
+
+The default data is a bundled corpus (Wikipedia vital-article summaries plus country and
+city fact passages) with generated questions; see ``tasks.search``. Retrieval is BM25,
+either in-process (a tantivy index cached on disk) or through a shared retriever service
+(``retriever_url=``, the format Search-R1's retrieval server speaks). Both backends give
+the agent the same results, so the backend is not part of the fingerprint; the corpus
+and question versions are.
+
+Two prompt styles share the tasks:
+
+* ``parser="hermes"`` (Search-v0): tools ``search(query, k)``, ``open(doc_id, page)``,
+  ``answer(answer)``.
+* ``parser="tags"`` (SearchR1-v0): ``<search>query</search>`` returns Search-R1-style
+  ``Doc i(Title: ...) text`` passages inside ``<information>``; ``<answer>x</answer>``.
+
+The reward is exact match of the single final answer (``tasks.search.grade_answer``);
+F1, retrieval recall of the supporting documents and the number of searches go to
+``info`` as diagnostics.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from agentgym.env import ANSWER_TOOL, ToolEnv
+from agentgym.errors import AgentError, ConfigError
+from agentgym.retrieval import INDEX_FORMAT, LocalRetriever, RemoteRetriever, RetrievedDocument, Retriever
+from agentgym.retrieval.index import ProgressCallback
+from agentgym.tools import Tool
+from tasks.search import (
+    DEFAULT_MAX_ANSWER_CHARS,
+    Corpus,
+    Question,
+    SearchDataset,
+    grade_answer,
+    load_custom_dataset,
+    load_default_dataset,
+)
+
+__all__ = ["SearchEnv", "SearchTask"]
+
+_HERMES_SYSTEM = (
+    "You answer questions using a search engine over a collection of Wikipedia summaries and "
+    "country and city fact sheets. Call search to find documents, open to read a document in "
+    "full, and answer exactly once with the final answer: a short span such as a name, a place "
+    "or a year, naming a single entity."
+)
+_TAGS_SYSTEM = "You are a helpful assistant that answers questions with the help of a search engine."
+_TAGS_PROMPT = (
+    "Answer the question below. Reason inside <think> and </think> every time you receive new "
+    "information. When you are missing knowledge, query the search engine by writing "
+    "<search> your query </search>; the top results come back between <information> and "
+    "</information>. You may search as many times as you need. Once you know the answer, write "
+    "only the answer inside <answer> and </answer>, without explanation, for example "
+    "<answer> Paris </answer>.\nQuestion: {question}\n"
+)
+
+
+@dataclass(frozen=True)
+class SearchTask:
+    """One episode's question; ``question`` holds the hidden solution (answers, hops)."""
+
+    task_id: str
+    question: Question
+
+
+_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=8)
+def _load_dataset(data_seed: int, corpus_path: str | None, qa_path: str | None) -> SearchDataset:
+    if qa_path is None:
+        if corpus_path is not None:
+            raise ConfigError("Expected qa_path together with corpus_path (questions for your corpus), "
+                              f"actual value: corpus_path={corpus_path!r}, qa_path=None")
+        return load_default_dataset(seed=data_seed)
+    corpus = load_default_dataset(seed=data_seed).corpus if corpus_path is None else Corpus.read_jsonl(corpus_path)
+    return load_custom_dataset(qa_path, corpus)
+
+
+@functools.lru_cache(maxsize=8)
+def _local_retriever(corpus: Corpus) -> LocalRetriever:
+    return LocalRetriever.for_corpus(corpus)
+
+
+@functools.lru_cache(maxsize=8)
+def _remote_retriever(url: str, timeout_s: float, max_retries: int, max_concurrency: int) -> RemoteRetriever:
+    return RemoteRetriever(url, timeout_s=timeout_s, max_retries=max_retries, max_concurrency=max_concurrency)
+
+
+def _snippet(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+class SearchEnv(ToolEnv):
+    """Multi-hop question answering with search tools.
+
+    Args:
+        split: ``"train"``, ``"validation"`` or ``"test"`` (disjoint by question and answer).
+        retriever_url: use a retriever service (``agentgym serve-retriever``) instead of
+            the in-process index; a service that is down is an infrastructure failure.
+        corpus_path: your corpus jsonl (``id``, ``contents``); needs ``qa_path``.
+        qa_path: your QA jsonl (``question``, ``golden_answers``); over the bundled corpus
+            when no ``corpus_path`` is given. Rows with a ``split`` field serve that split.
+        data_seed: seed of the bundled question generator.
+        topk: results per search by default (the agent may ask for 1..``max_topk``).
+        snippet_chars: characters of each result's text shown by ``search``.
+        page_chars: characters per page of ``open`` (and per passage in the tag style).
+        max_answer_chars: longer answers score 0.
+        retriever_timeout_s, retriever_retries, retriever_max_concurrency: client limits
+            of the retriever service.
+        progress: called with (stage, fraction) while data or index are built the first time.
+        **kwargs: see ``ToolEnv`` (parser, max_turns, ...).
+    """
+
+    env_name = "Search"
+
+    def __init__(
+        self,
+        *,
+        split: str = "train",
+        retriever_url: str | None = None,
+        corpus_path: str | os.PathLike[str] | None = None,
+        qa_path: str | os.PathLike[str] | None = None,
+        data_seed: int = 0,
+        topk: int = 3,
+        max_topk: int = 10,
+        snippet_chars: int = 240,
+        page_chars: int = 2000,
+        max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
+        retriever_timeout_s: float = 5.0,
+        retriever_retries: int = 2,
+        retriever_max_concurrency: int = 64,
+        max_turns: int = 10,
+        progress: ProgressCallback | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if not 1 <= topk <= max_topk <= 100:
+            raise ConfigError(f"Expected 1 <= topk <= max_topk <= 100, actual values: {topk}, {max_topk}")
+        if snippet_chars < 40 or page_chars < 200:
+            raise ConfigError(f"Expected snippet_chars >= 40 and page_chars >= 200, actual values: "
+                              f"{snippet_chars}, {page_chars}")
+        super().__init__(split=split, max_turns=max_turns, **kwargs)
+        if self.parser.name == "tags":
+            self.env_name = "SearchR1"
+        self.topk, self.max_topk = topk, max_topk
+        self.snippet_chars, self.page_chars = snippet_chars, page_chars
+        self.max_answer_chars = max_answer_chars
+        self.retriever_url = retriever_url
+        with _lock:
+            if progress is not None and qa_path is None and corpus_path is None:
+                load_default_dataset(seed=data_seed, progress=progress)
+            self.dataset = _load_dataset(data_seed, _path(corpus_path), _path(qa_path))
+            if retriever_url is None:
+                local = _local_retriever(self.dataset.corpus) if progress is None else \
+                    LocalRetriever.for_corpus(self.dataset.corpus, progress=progress)
+                self.retriever: Retriever = local
+            else:
+                self.retriever = _remote_retriever(retriever_url, retriever_timeout_s, retriever_retries,
+                                                   retriever_max_concurrency)
+        self._questions = self.dataset.questions(split)
+        if not self._questions:
+            raise ConfigError(f"Expected questions in split {split!r}, actual value: none (check qa_path's "
+                              "'split' fields)")
+        self._by_id = {q.id: q for q in self._questions}
+        self._seen: set[str] = set()
+        self._opened: set[str] = set()
+        self._searches = 0
+
+    # ------------------------------------------------------------------ hooks
+    def _new_task(self, rng: np.random.Generator, options: dict[str, Any]) -> SearchTask:
+        if "task_id" in options:
+            question = self._by_id.get(str(options["task_id"]))
+            if question is None:
+                raise ConfigError(f"Expected a task_id of split {self.split!r}, actual value: {options['task_id']!r}")
+        else:
+            question = self._questions[int(rng.integers(len(self._questions)))]
+        return SearchTask(question.id, question)
+
+    async def _start_episode(self, task: SearchTask) -> None:
+        self._seen, self._opened, self._searches = set(), set(), 0
+
+    def _tools(self, task: SearchTask | None) -> list[Tool]:
+        if self.parser.name == "tags":
+            return [self._tag_search_tool(), self._answer_tool()]
+        return [self._search_tool(), self._open_tool(), self._answer_tool()]
+
+    def _system_prompt(self) -> str:
+        return _TAGS_SYSTEM if self.parser.name == "tags" else _HERMES_SYSTEM
+
+    def _prompt(self, task: SearchTask) -> str:
+        if self.parser.name == "tags":
+            return _TAGS_PROMPT.format(question=task.question.question)
+        return f"Question: {task.question.question}"
+
+    def _score(self, task: SearchTask, answer_args: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+        q = task.question
+        grade = grade_answer(str(answer_args.get("answer", "")), q.golden_answers,
+                             max_answer_chars=self.max_answer_chars)
+        support = set(q.supporting_doc_ids)
+        recall = len(support & self._seen) / len(support) if support else float("nan")
+        return grade.reward, {
+            "exact_match": float(grade.exact_match),
+            "f1": grade.f1,
+            "answer_guard": grade.guard,
+            "retrieval_recall": recall,
+            "searches": self._searches,
+            "docs_opened": len(self._opened),
+            "num_hops": q.num_hops,
+            "template": q.template,
+        }
+
+    def _fingerprint_fields(self) -> dict[str, Any]:
+        return {
+            "corpus_version": self.dataset.corpus.version,
+            "questions_version": self.dataset.version,
+            "retrieval": INDEX_FORMAT,
+            "topk": self.topk,
+            "max_topk": self.max_topk,
+            "snippet_chars": self.snippet_chars,
+            "page_chars": self.page_chars,
+            "max_answer_chars": self.max_answer_chars,
+        }
+
+    # ------------------------------------------------------------------ tools
+    async def _retrieve(self, query: str, k: int) -> list[RetrievedDocument]:
+        if not query.strip():
+            raise AgentError("the query is empty; search for a few keywords, e.g. a name and what you need.")
+        self._searches += 1
+        results = (await self.retriever.search([query], k))[0]
+        self._seen.update(d.doc_id for d in results)
+        return results
+
+    def _search_tool(self) -> Tool:
+        async def search(query: str, k: int = self.topk) -> str:
+            results = await self._retrieve(query, k)
+            if not results:
+                return f"No documents match {query!r}. Try other keywords."
+            lines = [f"Results for {query!r}:"]
+            for i, doc in enumerate(results, 1):
+                lines.append(f"{i}. [{doc.doc_id}] {doc.title}\n   {_snippet(doc.text, self.snippet_chars)}")
+            lines.append("Use open with a doc_id to read a document in full.")
+            return "\n".join(lines)
+
+        schema = {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "keywords to search for"},
+                "k": {"type": "integer", "minimum": 1, "maximum": self.max_topk,
+                      "description": f"number of results (default {self.topk})"},
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        }
+        return Tool("search", "Search the document collection. Returns numbered results with doc ids, "
+                    "titles and snippets.", schema, search, max_output_chars=4000, timeout_s=self._tool_timeout(),
+                    max_retries=1)
+
+    def _open_tool(self) -> Tool:
+        async def open_document(doc_id: str, page: int = 1) -> str:
+            doc = await self._fetch(doc_id)
+            text = doc.text
+            pages = max(1, math.ceil(len(text) / self.page_chars))
+            if page > pages:
+                raise AgentError(f"{doc_id} has {pages} page(s); ask for page 1 to {pages}.")
+            self._opened.add(doc.doc_id)
+            self._seen.add(doc.doc_id)
+            body = text[(page - 1) * self.page_chars: page * self.page_chars]
+            more = f"\n[page {page} of {pages}; open with page={page + 1} for more]" if page < pages else ""
+            return f"[{doc.doc_id}] {doc.title} (page {page} of {pages})\n{body}{more}"
+
+        schema = {
+            "type": "object",
+            "properties": {
+                "doc_id": {"type": "string", "description": "a doc id from the search results"},
+                "page": {"type": "integer", "minimum": 1, "description": "page number (default 1)"},
+            },
+            "required": ["doc_id"],
+            "additionalProperties": False,
+        }
+        return Tool("open", f"Read a document by its doc id, {self.page_chars} characters per page.",
+                    schema, open_document, max_output_chars=self.page_chars + 400,
+                    timeout_s=self._tool_timeout(), max_retries=1)
+
+    def _tag_search_tool(self) -> Tool:
+        async def search(query: str) -> str:
+            results = await self._retrieve(query, self.topk)
+            if not results:
+                return "No results."
+            return "\n".join(
+                f"Doc {i}(Title: {doc.title}) {_snippet(doc.text, self.page_chars)}" for i, doc in enumerate(results, 1)
+            )
+
+        schema = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"],
+                  "additionalProperties": False}
+        return Tool("search", "Search the document collection; returns the top passages.", schema, search,
+                    max_output_chars=self.topk * (self.page_chars + 100), timeout_s=self._tool_timeout(),
+                    max_retries=1)
+
+    def _answer_tool(self) -> Tool:
+        async def answer(answer: str | int | float) -> str:
+            if not str(answer).strip():
+                raise AgentError("the answer is empty; give a short answer such as a name, a place or a year.")
+            return "Answer recorded."
+
+        schema = {"type": "object", "properties": {"answer": {"type": ["string", "number"],
+                                                              "description": "the final answer, one entity"}},
+                  "required": ["answer"], "additionalProperties": False}
+        return Tool(ANSWER_TOOL, "Give the final answer (a short span, one entity). Ends the episode.",
+                    schema, answer, max_output_chars=200, timeout_s=2.0)
+
+    def _tool_timeout(self) -> float:
+        retriever = self.retriever
+        if isinstance(retriever, RemoteRetriever):  # the client retries inside one tool attempt
+            return retriever.timeout_s * (retriever.max_retries + 1) + 2.0
+        return 10.0
+
+    async def _fetch(self, doc_id: str) -> RetrievedDocument:
+        docs = await self.retriever.get_documents([doc_id])
+        if docs is None:  # a foreign Search-R1 server without /documents: use the local corpus
+            local = self.dataset.corpus.get(doc_id)
+            docs = [None if local is None else RetrievedDocument(local.id, local.contents)]
+        if docs[0] is None:
+            raise AgentError(f"there is no document with id {doc_id!r}; use a doc id shown in search results.")
+        return docs[0]
+
+    # ----------------------------------------------------------------- oracle
+    def oracle_action(self) -> str:
+        """Per supporting document: search its title and open it; then answer.
+
+        Stateless in the episode: the step count says which hop comes next.
+        """
+        q: Question = self.task.question
+        docs = list(q.supporting_doc_ids)
+        if self._turn < len(docs):
+            doc = self.dataset.corpus.get(docs[self._turn])
+            query = doc.title if doc is not None else q.question
+            if self.parser.name == "tags":
+                return f"<search>{query}</search>"
+            calls = [{"name": "search", "arguments": {"query": query}},
+                     {"name": "open", "arguments": {"doc_id": docs[self._turn]}}]
+            return "".join(f"<tool_call>{json.dumps(c, ensure_ascii=False)}</tool_call>" for c in calls)
+        if not docs and self._turn == 0:
+            if self.parser.name == "tags":
+                return f"<search>{q.question}</search>"
+            return f"<tool_call>{json.dumps({'name': 'search', 'arguments': {'query': q.question}})}</tool_call>"
+        if self.parser.name == "tags":
+            return f"<answer>{q.answer}</answer>"
+        return f"<tool_call>{json.dumps({'name': ANSWER_TOOL, 'arguments': {'answer': q.answer}}, ensure_ascii=False)}</tool_call>"
+
+
+def _path(p: str | os.PathLike[str] | None) -> str | None:
+    return None if p is None else os.fspath(p)
