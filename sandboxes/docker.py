@@ -13,6 +13,7 @@ import asyncio
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ def container_options(config: SandboxConfig, image: str, socket_dir: str, owner:
         "--default-timeout", str(config.default_timeout_s),
         "--grace", str(config.grace_s),
         "--orphan-exit-s", str(ORPHAN_EXIT_S),
+        "--startup-wait-s", str(ORPHAN_EXIT_S * 2),
         "--kill-all",
     ]  # fmt: skip
     entrypoint = (["/usr/bin/tini", "--"] if config.init else []) + supervisor
@@ -143,8 +145,12 @@ class DockerSandbox(SupervisedSandbox):
         except (OSError, ValueError):
             os.chmod(self._dir, 0o777)  # not root: let the container user create the socket
         options = container_options(self.config, image, str(self._dir), owner_id())
+        starting = asyncio.ensure_future(asyncio.to_thread(docker.containers.run, **options))
         try:
-            self._container = await asyncio.to_thread(docker.containers.run, **options)
+            self._container = await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            starting.add_done_callback(_remove_when_started)  # the thread still runs
+            raise
         except Exception as e:
             raise _infra_error(e, f"could not start a container from {image}") from e
         return str(self._dir / "supervisor.sock")
@@ -184,6 +190,11 @@ def _remove_quietly(container: Any) -> None:
         container.remove(force=True)
     except Exception:  # auto-remove got there first, or the engine is gone
         pass
+
+
+def _remove_when_started(future: "asyncio.Future[Any]") -> None:
+    if not future.cancelled() and future.exception() is None:
+        threading.Thread(target=_remove_quietly, args=(future.result(),), daemon=True).start()
 
 
 def _infra_error(e: Exception, what: str) -> SandboxInfraError:

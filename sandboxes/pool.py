@@ -120,6 +120,8 @@ class SandboxPool:
         self.stats = PoolStats()
         self._ready: asyncio.Queue[Any] = asyncio.Queue()
         self._leases: set[PooledSandbox] = set()
+        self._owned: set[Any] = set()
+        """Every sandbox this pool started and has not closed, wherever it is now."""
         self._tasks: set[asyncio.Task[Any]] = set()
         self._creating = 0
         self._resetting = 0
@@ -162,13 +164,13 @@ class SandboxPool:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        sandboxes = [lease._inner for lease in self._leases if lease._inner is not None]
+        for lease in self._leases:
+            lease._detach()
         self._leases.clear()
         while not self._ready.empty():
-            item = self._ready.get_nowait()
-            if not isinstance(item, BaseException):
-                sandboxes.append(item)
-        await asyncio.gather(*(self._close_one(sb) for sb in sandboxes), return_exceptions=True)
+            self._ready.get_nowait()
+        owned, self._owned = list(self._owned), set()
+        await asyncio.gather(*(self._close_one(sb) for sb in owned), return_exceptions=True)
         await self.backend.close()
 
     async def __aenter__(self) -> "SandboxPool":
@@ -297,6 +299,7 @@ class SandboxPool:
                 self._ready.put_nowait(e)  # one waiter gets the error instead of hanging
         else:
             self.stats.created += 1
+            self._owned.add(sandbox)
             if self._closed:
                 await self._close_one(sandbox)
             else:
@@ -323,6 +326,7 @@ class SandboxPool:
         except Exception as e:  # closing is best effort; the reaper is the backstop
             log.warning("closing sandbox %s failed: %s", getattr(sandbox, "id", "?"), e)
         finally:
+            self._owned.discard(sandbox)
             forget = getattr(self.backend, "forget", None)
             if forget is not None:
                 forget(sandbox)

@@ -20,7 +20,6 @@ import signal
 import socket
 import tempfile
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -88,10 +87,20 @@ def _remove(container: Any) -> str | None:
 
 
 def _remove_all(containers: list[Any]) -> list[str]:
-    if not containers:
-        return []
-    with ThreadPoolExecutor(max_workers=min(16, len(containers))) as ex:
-        return [cid for cid in ex.map(_remove, containers) if cid]
+    """Remove containers in parallel. Plain threads, not an executor: this also runs in
+    ``atexit``, after ``concurrent.futures`` has stopped accepting work."""
+    removed: list[str | None] = [None] * len(containers)
+
+    def remove_slice(start: int) -> None:
+        for i in range(start, len(containers), 16):
+            removed[i] = _remove(containers[i])
+
+    threads = [threading.Thread(target=remove_slice, args=(i,)) for i in range(min(16, len(containers)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [cid for cid in removed if cid]
 
 
 def reap_orphans(
