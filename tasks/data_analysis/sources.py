@@ -244,7 +244,9 @@ def load_penguins() -> pd.DataFrame:
 def _vega(name: str) -> pd.DataFrame:
     from vega_datasets import local_data
 
-    return local_data(name).copy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # its read_json keywords are deprecated in pandas 3
+        return local_data(name).copy()
 
 
 def _iso(series: pd.Series) -> list[str]:

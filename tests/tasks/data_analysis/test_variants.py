@@ -1,0 +1,86 @@
+"""Per-episode table variants."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tasks.data_analysis.tables import TABLES, load_table
+from tasks.data_analysis.variants import VariantConfig, make_variant, rename_style
+
+
+def variant(name, seed, **kw):
+    return make_variant(TABLES[name], np.random.default_rng(seed), **kw)
+
+
+def test_same_seed_same_bytes_different_seed_different_bytes():
+    assert variant("penguins", 3).data == variant("penguins", 3).data
+    assert variant("penguins", 3).data != variant("penguins", 4).data
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_rows_are_a_shuffled_subsample_of_the_real_table(seed):
+    v = variant("statecrime", seed, allow_rename=False, allow_missing=False)
+    base, df = load_table("statecrime"), v.frame()
+    assert 0.8 * len(base) - 1 <= len(df) <= 0.95 * len(base) + 1
+    assert set(df["state"]) <= set(base["state"])
+    merged = df.merge(base, on="state", suffixes=("", "_base"))
+    assert len(merged) == len(df)
+    for col in ("violent", "murder"):
+        assert (merged[col] == merged[f"{col}_base"]).all()
+    order = [list(base["state"]).index(s) for s in df["state"]]
+    assert order != sorted(order), "rows should be shuffled"
+
+
+def test_tables_at_or_below_min_rows_keep_all_rows():
+    v = variant("linnerud_exercise", 0, config=VariantConfig(min_rows=20))
+    assert v.rows == 20 and len(v.frame()) == 20
+    assert variant("linnerud_exercise", 0).rows >= 16
+
+
+def test_missing_values_are_injected_but_never_in_protected_columns():
+    cfg = VariantConfig(missing_rates=(0.2,), rename_probability=0.0)
+    v = make_variant(TABLES["world_gapminder"], np.random.default_rng(1), config=cfg)
+    df = v.frame()
+    base_missing = load_table("world_gapminder")["population"].isna().mean()
+    expected = 1 - (1 - base_missing) * (1 - 0.2)
+    assert df["population"].isna().mean() == pytest.approx(expected, abs=0.03)
+    assert df["country"].notna().all() and df["year"].notna().all()
+
+
+def test_integer_categories_keep_their_labels():
+    cfg = VariantConfig(missing_rates=(0.2,), rename_probability=0.0)
+    df = make_variant(TABLES["cars"], np.random.default_rng(2), config=cfg).frame()
+    assert pd.api.types.is_integer_dtype(df["cylinders"])
+
+
+def test_renames_show_in_the_header_and_map_back():
+    cfg = VariantConfig(rename_probability=1.0, missing_rates=(0.0,))
+    v = make_variant(TABLES["penguins"], np.random.default_rng(0), config=cfg)
+    df = v.frame()
+    assert v.renames, "with probability 1 some column must be renamed"
+    for old, new in v.renames.items():
+        assert new in df.columns and old not in df.columns and v.col(old) == new
+    base = Counter(load_table("penguins")["body_mass_g"].dropna())
+    got = Counter(df[v.col("body_mass_g")].dropna())
+    assert not got - base, "renamed column must hold the original column's values"
+
+
+def test_no_renames_or_missing_when_the_question_forbids_them():
+    for seed in range(5):
+        v = variant("penguins", seed, allow_rename=False, allow_missing=False)
+        assert v.renames == {} and v.missing_rate == 0.0
+        assert list(v.frame().columns) == list(load_table("penguins").columns)
+
+
+@pytest.mark.parametrize("style,expected", [(0, "BODY_MASS_G"), (1, "Body Mass G"), (2, "bodyMassG")])
+def test_rename_styles(style, expected):
+    assert rename_style("body_mass_g", style) == expected
+
+
+def test_config_validates():
+    with pytest.raises(ValueError):
+        VariantConfig(min_fraction=0.9, max_fraction=0.5)
