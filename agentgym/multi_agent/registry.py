@@ -1,0 +1,85 @@
+"""The multi-agent env registry and ``make``.
+
+PettingZoo has no registry of its own, so this one mirrors Gymnasium's: ids of the form
+``agentgym/Name-vN`` (the namespace may be left out), string entry points so importing
+the package loads no data, and a miss that names the closest id.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentgym.multi_agent.base import TeamEnv
+from agentgym.multi_agent.errors import UnknownTeamEnvError
+
+__all__ = ["MultiAgentEnvSpec", "MULTI_AGENT_ENVS", "make", "register", "is_multi_agent_env", "spec"]
+
+_NAMESPACE = "agentgym/"
+
+
+@dataclass(frozen=True)
+class MultiAgentEnvSpec:
+    """What ``agentgym envs`` shows and ``make`` builds."""
+
+    env_id: str
+    entry_point: str
+    tools: tuple[str, ...]
+    summary: str
+    roles: tuple[str, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+MULTI_AGENT_ENVS: list[MultiAgentEnvSpec] = [
+    MultiAgentEnvSpec(
+        "agentgym/SearchTeam-v0", "agentgym.multi_agent.search_team:SearchTeamEnv",
+        ("delegate", "answer", "search", "open", "report"),
+        "Search-v0 questions by a planner and k searchers (num_searchers=2)", ("planner", "searcher"),
+    ),
+    MultiAgentEnvSpec(
+        "agentgym/AnalysisReview-v0", "agentgym.multi_agent.analysis_review:AnalysisReviewEnv",
+        ("python", "propose", "accept", "reject"),
+        "DataAnalysis-v0 questions by an analyst and a reviewer, each with a sandbox", ("analyst", "reviewer"),
+    ),
+]
+
+
+def _canonical(name: str) -> str:
+    return name if name.startswith(_NAMESPACE) else _NAMESPACE + name
+
+
+def spec(name: str) -> MultiAgentEnvSpec:
+    """The spec registered under ``name`` (with or without the ``agentgym/`` namespace)."""
+    env_id = _canonical(name)
+    for s in MULTI_AGENT_ENVS:
+        if s.env_id == env_id:
+            return s
+    ids = [s.env_id for s in MULTI_AGENT_ENVS]
+    close = difflib.get_close_matches(env_id, ids, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    raise UnknownTeamEnvError(f"Expected a multi-agent env id in {ids}, actual value: {name!r}.{hint}")
+
+
+def is_multi_agent_env(name: str) -> bool:
+    """Whether ``name`` is a registered multi-agent env (``agentgym run`` dispatches on it)."""
+    return any(s.env_id == _canonical(name) for s in MULTI_AGENT_ENVS)
+
+
+def register(new: MultiAgentEnvSpec) -> None:
+    """Add an env (idempotent for an identical spec; a different spec under a taken id raises)."""
+    for s in MULTI_AGENT_ENVS:
+        if s.env_id == new.env_id:
+            if s != new:
+                raise ValueError(f"Expected a new id, actual value: {new.env_id!r} is registered to {s.entry_point}")
+            return
+    MULTI_AGENT_ENVS.append(new)
+
+
+def make(name: str, **kwargs: Any) -> TeamEnv:
+    """Build a registered multi-agent env: ``make("SearchTeam-v0", num_searchers=3)``."""
+    s = spec(name)
+    module, _, attr = s.entry_point.partition(":")
+    cls = getattr(importlib.import_module(module), attr)
+    return cls(**{**s.kwargs, **kwargs})
