@@ -273,8 +273,7 @@ class SandboxPool:
         supply = self._ready.qsize() + self._creating + self._resetting
         want = self.config.size + self._waiters - supply
         if self.config.max_live is not None:
-            live = supply + len(self._leases)
-            want = min(want, self.config.max_live - live)
+            want = min(want, self.config.max_live - len(self._owned) - self._creating)
         return want
 
     def _kick(self) -> None:

@@ -1,0 +1,152 @@
+"""The warm pool: leasing, background reset, recycling, retries and replay."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import warnings
+
+import pytest
+
+from sandboxes import PoolConfig, SandboxInfraError, SandboxPool
+from sandboxes.fake import FakeBackend
+from sandboxes.process import ProcessBackend, SandboxIsolationWarning
+
+FAST = dict(retry_wait_s=0.001, reap_on_start=False)
+
+
+async def test_acquire_hands_out_fresh_state_and_release_resets():
+    async with SandboxPool(FakeBackend(), PoolConfig(size=1, **FAST)) as pool:
+        sb = await pool.acquire()
+        await sb.run("x = 1")
+        await pool.release(sb)
+        again = await pool.acquire()
+        assert (await again.run("x")).status == "error"
+        assert pool.backend.created[0].resets == 1  # reused, after a reset
+        await pool.release(again)
+
+
+async def test_released_lease_cannot_be_used():
+    from sandboxes import SandboxClosedError
+
+    async with SandboxPool(FakeBackend(), PoolConfig(size=1, **FAST)) as pool:
+        sb = await pool.acquire()
+        await pool.release(sb)
+        with pytest.raises(SandboxClosedError, match="released"):
+            await sb.run("1")
+
+
+async def test_sandbox_is_recycled_after_k_episodes():
+    async with SandboxPool(FakeBackend(), PoolConfig(size=1, max_episodes=2, **FAST)) as pool:
+        for _ in range(3):
+            async with pool.sandbox() as sb:
+                await sb.run("1")
+        await pool.wait_ready(1)
+        assert len(pool.backend.created) >= 2
+        assert pool.stats.recycled == 1
+
+
+async def test_dead_sandbox_is_replaced_and_the_episode_replayed():
+    async with SandboxPool(FakeBackend(), PoolConfig(size=2, **FAST)) as pool:
+        sb = await pool.acquire()
+        await sb.upload("in.txt", b"data")
+        await sb.run("x = 41")
+        await sb.run("1 / 0")  # failed cells are not replayed
+        first = sb.inner
+        first.die()
+        result = await sb.run("x + 1")
+        assert result.status == "ok" and result.value == "42" and not result.state_lost
+        assert sb.inner is not first
+        assert await sb.download("in.txt") == b"data"
+        assert sb.inner.calls.count("run") == 2  # the replayed `x = 41`, then `x + 1`
+        assert pool.stats.replaced == 1
+        await pool.release(sb)
+
+
+async def test_code_that_kills_its_sandbox_twice_is_a_crash_not_an_infra_error():
+    backend = FakeBackend(die_on="KILL")
+    async with SandboxPool(backend, PoolConfig(size=1, **FAST)) as pool:
+        sb = await pool.acquire()
+        await sb.run("x = 1")
+        result = await sb.run("'KILL'")
+        assert result.status == "crash" and not result.state_lost
+        assert (await sb.run("x")).value == "1"  # replayed onto the third sandbox
+        assert pool.stats.replaced == 2
+        await pool.release(sb)
+
+
+async def test_creation_failures_are_retried():
+    backend = FakeBackend(fail_creations=2)
+    async with SandboxPool(backend, PoolConfig(size=1, retry_attempts=3, **FAST)) as pool:
+        sb = await pool.acquire()
+        assert (await sb.run("1 + 1")).value == "2"
+        assert sb.inner is backend.created[0]  # made on the third attempt
+        assert pool.stats.creation_failures == 0
+        await pool.release(sb)
+
+
+async def test_persistent_creation_failure_raises_sandbox_infra_error():
+    backend = FakeBackend(fail_creations=10**9)
+    async with SandboxPool(backend, PoolConfig(size=1, retry_attempts=2, **FAST)) as pool:
+        with pytest.raises(SandboxInfraError, match="could not start a sandbox"):
+            await pool.acquire()
+
+
+async def test_sixty_four_concurrent_acquirers_get_distinct_sandboxes():
+    async with SandboxPool(FakeBackend(), PoolConfig(size=64, max_parallel_creations=64, **FAST)) as pool:
+        await pool.wait_ready()
+        leases = await asyncio.gather(*(pool.acquire() for _ in range(64)))
+        assert len({lease.inner.id for lease in leases}) == 64
+        await asyncio.gather(*(pool.release(lease) for lease in leases))
+
+
+async def test_max_live_caps_the_pool():
+    async with SandboxPool(FakeBackend(), PoolConfig(size=4, max_live=2, acquire_timeout_s=0.2, **FAST)) as pool:
+        a, b = await pool.acquire(), await pool.acquire()
+        with pytest.raises(SandboxInfraError, match="no sandbox became ready"):
+            await pool.acquire()
+        await pool.release(a)
+        c = await pool.acquire()
+        await pool.release(b)
+        await pool.release(c)
+
+
+async def test_close_closes_every_sandbox_including_leased_ones():
+    pool = SandboxPool(FakeBackend(), PoolConfig(size=2, **FAST))
+    await pool.start()
+    await pool.wait_ready()
+    lease = await pool.acquire()
+    await pool.close()
+    assert all(not sb.healthy for sb in pool.backend.created)
+    assert lease.healthy is False
+
+
+@pytest.fixture
+def process_backend():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SandboxIsolationWarning)
+        yield ProcessBackend()
+
+
+async def test_no_state_leaks_between_episodes_with_real_sandboxes(process_backend):
+    async with SandboxPool(process_backend, PoolConfig(size=1, **FAST)) as pool:
+        async with pool.sandbox() as sb:
+            await sb.run("import os\nsecret = 42\nopen('left.txt', 'w').write('x')\nos.environ['LEAK'] = '1'")
+        start = time.monotonic()
+        async with pool.sandbox() as sb:
+            acquired_ms = (time.monotonic() - start) * 1000
+            assert (await sb.run("secret")).status == "error"
+            assert (await sb.run("import os\n(os.listdir('.'), os.environ.get('LEAK'))")).value == "([], None)"
+        assert acquired_ms < 2000
+
+
+async def test_killed_process_sandbox_is_replaced_and_replayed(process_backend):
+    async with SandboxPool(process_backend, PoolConfig(size=2, **FAST)) as pool:
+        async with pool.sandbox() as sb:
+            await sb.run("import pandas as pd\ndf = pd.DataFrame({'a': [1, 2, 3]})")
+            running = asyncio.create_task(sb.run("import time\ntime.sleep(1)\nint(df.a.sum())"))
+            await asyncio.sleep(0.3)
+            sb.inner._proc.kill()
+            result = await running
+            assert result.status == "ok" and result.value == "6" and not result.state_lost
+            assert pool.stats.replaced == 1

@@ -1,0 +1,131 @@
+"""Unit tests that need neither Docker nor a running sandbox."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sandboxes import (
+    EngineUnreachableError,
+    ExecResult,
+    SandboxConfig,
+    SandboxConfigError,
+    SandboxInfraError,
+)
+from sandboxes.pool import choose_backend
+from sandboxes.protocol import parse_size
+from sandboxes.runtime import wire
+from sandboxes.runtime.supervisor import HeadTail
+
+
+def test_exec_result_round_trips_through_a_dict():
+    result = ExecResult(status="timeout", stdout="a", value=None, state_lost=True, duration_s=1.5)
+    assert ExecResult.from_dict({**result.to_dict(), "seq": 7}) == result
+    assert not result.ok and ExecResult(status="ok").ok
+
+
+@pytest.mark.parametrize(("text", "expected"), [("512m", 512 * 2**20), ("1g", 2**30), ("1GiB", 2**30), (4096, 4096)])
+def test_parse_size(text, expected):
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["", "abc", "-1g", "12q"])
+def test_parse_size_rejects_garbage_with_a_clear_message(bad):
+    with pytest.raises(SandboxConfigError, match="Expected a size"):
+        parse_size(bad)
+
+
+def test_config_validates_itself():
+    with pytest.raises(SandboxConfigError, match="pids_limit"):
+        SandboxConfig(pids_limit=1)
+    with pytest.raises(SandboxConfigError, match="workdir"):
+        SandboxConfig(workdir="relative")
+    env = SandboxConfig(blas_threads=1).thread_env()
+    assert env["OMP_NUM_THREADS"] == env["OPENBLAS_NUM_THREADS"] == "1"
+
+
+def test_infra_errors_are_also_builtin_errors():
+    assert issubclass(EngineUnreachableError, ConnectionError)
+    assert issubclass(EngineUnreachableError, SandboxInfraError)
+    assert issubclass(SandboxInfraError, RuntimeError)
+
+
+@given(
+    frames=st.lists(
+        st.tuples(
+            st.dictionaries(st.text(max_size=8), st.one_of(st.integers(), st.text(max_size=50)), max_size=4),
+            st.binary(max_size=300),
+        ),
+        max_size=6,
+    ),
+    seed=st.integers(0, 2**32),
+)
+def test_frames_survive_arbitrary_chunking(frames, seed):
+    data = b"".join(wire.encode(h, p) for h, p in frames)
+    rng = random.Random(seed)
+    decoder, out, i = wire.FrameDecoder(), [], 0
+    while i < len(data):
+        step = rng.randint(1, 64)
+        out += decoder.feed(data[i : i + step])
+        i += step
+    assert out == frames
+
+
+@given(st.binary(max_size=200))
+def test_decoder_rejects_garbage_with_frame_error_only(junk):
+    decoder = wire.FrameDecoder()
+    try:
+        decoder.feed(junk)
+    except wire.FrameError:
+        pass
+
+
+@given(chunks=st.lists(st.binary(max_size=700), max_size=20), limit=st.integers(256, 2048))
+def test_head_tail_keeps_exact_text_below_limit_and_both_ends_above(chunks, limit):
+    buf = HeadTail(limit)
+    for c in chunks:
+        buf.add(c)
+    data = b"".join(chunks)
+    text, cut = buf.render()
+    assert buf.total == len(data)
+    if len(data) <= buf.limit:
+        assert not cut and text == data.decode("utf-8", "replace")
+    else:
+        half = limit // 2
+        assert cut and f"{len(data) - 2 * half:,} bytes truncated" in text
+        assert text.startswith(data[:half].decode("utf-8", "replace"))
+        assert text.endswith(data[-half:].decode("utf-8", "replace"))
+
+
+def test_choose_backend_honours_the_environment(monkeypatch):
+    monkeypatch.setenv("AGENTGYM_SANDBOX", "process")
+    assert choose_backend() == "process"
+    monkeypatch.setenv("AGENTGYM_SANDBOX", "kubernetes")
+    with pytest.raises(SandboxConfigError, match="AGENTGYM_SANDBOX"):
+        choose_backend()
+
+
+def test_forcing_docker_without_an_engine_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("AGENTGYM_SANDBOX", "docker")
+    url = f"unix://{tmp_path}/no-docker.sock"
+    with pytest.raises(EngineUnreachableError, match="AGENTGYM_SANDBOX=process"):
+        choose_backend(engine_urls=[url])
+
+
+def test_auto_falls_back_to_process_with_a_warning(monkeypatch, tmp_path):
+    from sandboxes.process import SandboxIsolationWarning
+
+    monkeypatch.delenv("AGENTGYM_SANDBOX", raising=False)
+    with pytest.warns(SandboxIsolationWarning, match="No Docker engine"):
+        assert choose_backend(engine_urls=[f"unix://{tmp_path}/no-docker.sock"]) == "process"
+
+
+async def test_unreachable_daemon_gives_a_clear_error(tmp_path):
+    from sandboxes import DockerSandbox
+
+    sandbox = DockerSandbox(engine_url=f"unix://{tmp_path}/no-docker.sock")
+    with pytest.raises(EngineUnreachableError, match="did not answer"):
+        await sandbox.start()
