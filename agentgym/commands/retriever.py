@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import sys
 
 from agentgym.retrieval import LocalRetriever, RetrieverService
@@ -27,10 +28,15 @@ async def _serve(service: RetrieverService, host: str, port: int) -> None:
         f"retriever serving {len(service.index.corpus)} documents (corpus {service.index.corpus.version}) "
         f"on {service.url}: POST /retrieve, POST /documents, GET /health\n"
     )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # also when started in the background
+        loop.add_signal_handler(sig, stop.set)
     try:
-        await service.serve_forever()
+        await stop.wait()
     finally:
         await service.stop()
+        sys.stderr.write("retriever stopped\n")
 
 
 def serve_retriever_command(host: str = "127.0.0.1", port: int = 8000, corpus: str | None = None) -> int:

@@ -74,6 +74,7 @@ class SearchTask:
 
 
 _lock = threading.Lock()
+_TOOL_TIMEOUT_S = 30.0  # covers the retriever client's own retries (checked in __init__)
 
 
 @functools.lru_cache(maxsize=8)
@@ -150,6 +151,11 @@ class SearchEnv(ToolEnv):
         if snippet_chars < 40 or page_chars < 200:
             raise ConfigError(f"Expected snippet_chars >= 40 and page_chars >= 200, actual values: "
                               f"{snippet_chars}, {page_chars}")
+        if retriever_timeout_s * (retriever_retries + 1) + 1.0 > _TOOL_TIMEOUT_S:
+            raise ConfigError(
+                f"Expected retriever_timeout_s * (retriever_retries + 1) under {_TOOL_TIMEOUT_S - 1:g} s (the search "
+                f"tool's deadline), actual value: {retriever_timeout_s} * {retriever_retries + 1}"
+            )
         super().__init__(split=split, max_turns=max_turns, **kwargs)
         if self.parser.name == "tags":
             self.env_name = "SearchR1"
@@ -320,10 +326,8 @@ class SearchEnv(ToolEnv):
                     schema, answer, max_output_chars=200, timeout_s=2.0)
 
     def _tool_timeout(self) -> float:
-        retriever = self.retriever
-        if isinstance(retriever, RemoteRetriever):  # the client retries inside one tool attempt
-            return retriever.timeout_s * (retriever.max_retries + 1) + 2.0
-        return 10.0
+        """One deadline for both backends: the timeout is in the fingerprint, the backend is not."""
+        return _TOOL_TIMEOUT_S
 
     async def _fetch(self, doc_id: str) -> RetrievedDocument:
         docs = await self.retriever.get_documents([doc_id])

@@ -63,7 +63,8 @@ def _parse_retrieve(payload: Any) -> tuple[list[str], int, bool]:
         raise BadRequest('"queries" must be a list of strings')
     if len(queries) > MAX_QUERIES_PER_REQUEST:
         raise BadRequest(f"at most {MAX_QUERIES_PER_REQUEST} queries per request, got {len(queries)}")
-    topk = payload.get("topk") or DEFAULT_TOPK
+    topk = payload.get("topk")
+    topk = DEFAULT_TOPK if topk is None else topk
     if not isinstance(topk, int) or isinstance(topk, bool) or not 1 <= topk <= MAX_TOPK:
         raise BadRequest(f'"topk" must be an integer in [1, {MAX_TOPK}], got {topk!r}')
     return queries, topk, bool(payload.get("return_scores", False))
