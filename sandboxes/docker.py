@@ -19,7 +19,7 @@ from typing import Any
 
 from sandboxes.engine import connect, default_engine_url
 from sandboxes.errors import EngineUnreachableError, SandboxCrashedError, SandboxInfraError
-from sandboxes.image import ImageInfo, default_image
+from sandboxes.image import ImageInfo, build_image, default_image
 from sandboxes.protocol import SandboxConfig, default_env, parse_size
 from sandboxes.reaper import OWNER_LABEL, SANDBOX_LABEL, owner_id, reap_orphans, register_engine, socket_root
 from sandboxes.supervised import RUNTIME_DIR, SupervisedSandbox, runtime_digest
@@ -239,33 +239,41 @@ class DockerBackend:
         image: str | None = None,
         capacity_per_engine: int | None = None,
         per_sandbox_memory: str = "160m",
-        build_image: bool = True,
+        build: bool = True,
     ) -> None:
         self.config = config or SandboxConfig()
         self.engine_urls = list(engine_urls or [default_engine_url()])
         self._image_tag = image
-        self._build = build_image
+        self._build = build
         self._capacity = capacity_per_engine
         self._per_sandbox = parse_size(per_sandbox_memory)
         self._engines: list[_Engine] | None = None
+        self._setup_lock = asyncio.Lock()
         self.image_info: ImageInfo | None = None
 
     async def _ensure_engines(self) -> list[_Engine]:
-        if self._engines is None:
-            engines = []
-            for url in self.engine_urls:  # two URLs may name the same engine; that is fine
-                engines.append(await asyncio.to_thread(_Engine, url, self._capacity, self._per_sandbox))
-            if self._image_tag is None:
-                from sandboxes.image import build_image
-
-                self.image_info = await asyncio.to_thread(
-                    build_image, engine_urls=list(dict.fromkeys(self.engine_urls))
-                ) if self._build else await asyncio.to_thread(default_image, build=False)
-                self._image_tag = self.image_info.tag
-            for engine in engines:
-                register_engine(engine.url)
-            self._engines = engines
+        if self._engines is not None:
+            return self._engines
+        async with self._setup_lock:
+            if self._engines is None:
+                await self._setup()
+        assert self._engines is not None
         return self._engines
+
+    async def _setup(self) -> None:
+        engines = []
+        for url in self.engine_urls:  # two URLs may name the same engine; that is fine
+            engines.append(await asyncio.to_thread(_Engine, url, self._capacity, self._per_sandbox))
+        if self._image_tag is None:
+            if self._build:
+                urls = list(dict.fromkeys(self.engine_urls))
+                self.image_info = await asyncio.to_thread(build_image, engine_urls=urls)
+            else:
+                self.image_info = await asyncio.to_thread(default_image, build=False)
+            self._image_tag = self.image_info.tag
+        for engine in engines:
+            register_engine(engine.url)
+        self._engines = engines
 
     async def create(self) -> DockerSandbox:
         engines = await self._ensure_engines()

@@ -82,3 +82,9 @@ def requires():
 def sandbox_factory():
     """``await sandbox_factory(backend, config)`` starts a sandbox (caller closes it)."""
     return start_sandbox
+
+
+@pytest.fixture(scope="module")
+def engine_url() -> str:
+    """Module-scoped twin of ``docker_engine``: the URL of a reachable engine."""
+    return require_engine()
