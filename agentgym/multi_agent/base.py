@@ -24,7 +24,7 @@ Subclass hooks: ``_agent_roles()``, ``_new_task(rng, options)``, ``_tools(agent,
 (``task=None`` for the fingerprint), ``_system_prompt(agent)``, ``_prompt(agent, task)``,
 ``_score(task, final)``, ``_wants_turn(agent)``, ``_max_turns(agent)``; optional
 ``_essential(agent)``, ``_on_retire(agent)``, ``_begin_step()``, ``_end_step()``,
-``_agent_diagnostics(agent)``, ``_fingerprint_fields()``, ``async _start_episode(task)``,
+``_gave_up()``, ``_agent_diagnostics(agent)``, ``_fingerprint_fields()``, ``async _start_episode(task)``,
 ``async _end_episode()``; and ``oracle_actions()`` for the oracle team policy.
 """
 
@@ -52,7 +52,7 @@ from agentgym.truncation import truncate_head_tail
 
 __all__ = ["TeamEnv", "EndReason"]
 
-EndReason = Literal["answered", "infra_failed", "team_turn_limit", "agent_exhausted", "stalled"]
+EndReason = Literal["answered", "infra_failed", "team_turn_limit", "agent_exhausted", "no_agreement", "stalled"]
 
 StepResult = tuple[dict[str, str], dict[str, float], dict[str, bool], dict[str, bool], dict[str, dict[str, Any]]]
 
@@ -152,6 +152,10 @@ class TeamEnv(ParallelEnv[str, str, str]):
 
     def _end_step(self) -> None:
         """Called after the turns of a step ran (apply what the tools scheduled)."""
+
+    def _gave_up(self) -> bool:
+        """Whether the team can no longer reach an answer (ends the episode as ``no_agreement``)."""
+        return False
 
     def _agent_diagnostics(self, agent: str) -> dict[str, Any]:
         """Per-agent episode-end diagnostics beyond the ToolEnv fields."""
@@ -329,6 +333,8 @@ class TeamEnv(ParallelEnv[str, str, str]):
             return "answered"
         if any(s.retired is not None and self._essential(s.agent) for s in live):
             return "agent_exhausted"
+        if self._gave_up():
+            return "no_agreement"
         if self._team_turn >= self.max_team_turns:
             return "team_turn_limit"
         if not any(self.is_active(a) for a in self.agents):
