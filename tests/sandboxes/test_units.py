@@ -129,3 +129,33 @@ async def test_unreachable_daemon_gives_a_clear_error(tmp_path):
     sandbox = DockerSandbox(engine_url=f"unix://{tmp_path}/no-docker.sock")
     with pytest.raises(EngineUnreachableError, match="did not answer"):
         await sandbox.start()
+
+
+def test_sync_wrapper_runs_code_blocking():
+    import warnings
+
+    from sandboxes import ProcessSandbox, SyncSandbox
+    from sandboxes.process import SandboxIsolationWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SandboxIsolationWarning)
+        with SyncSandbox(ProcessSandbox()) as sb:
+            sb.run("x = 3")
+            assert sb.run("x * 2").value == "6"
+            sb.upload("f.txt", b"hi")
+            assert sb.download("f.txt") == b"hi"
+
+
+def test_fake_sandbox_implements_the_protocol():
+    import asyncio
+
+    from sandboxes import Sandbox
+    from sandboxes.fake import FakeSandbox
+
+    async def scenario():
+        sb = FakeSandbox()
+        assert isinstance(sb, Sandbox)
+        assert (await sb.run("print('a')\n1 + 1")).value == "2"
+        assert (await sb.run("1/0")).status == "error"
+
+    asyncio.run(scenario())
