@@ -29,7 +29,14 @@ class RetrieverUnavailableError(InfraError):
 
 
 class RetrieverProtocolError(InfraError):
-    """The service answered something that is not the Search-R1 retrieval format."""
+    """The service answered something that is not the Search-R1 retrieval format.
+
+    ``status`` is the HTTP status when the service answered with a non-200 code.
+    """
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class _Transient(Exception):
@@ -89,7 +96,7 @@ class RemoteRetriever:
         try:
             answer = await self._call("POST", "/documents", {"ids": ids})
         except RetrieverProtocolError as e:
-            if "404" in str(e):
+            if e.status == 404:  # a plain Search-R1 server: only /retrieve exists
                 return None
             raise
         docs = answer.get("documents") if isinstance(answer, dict) else None
@@ -162,5 +169,5 @@ class RemoteRetriever:
         if status >= 500:
             raise _Transient(f"HTTP {status}: {response.body[:200]!r}")
         if status != 200:
-            raise RetrieverProtocolError(f"HTTP {status} from {self.url}{path}: {response.body[:200]!r}")
+            raise RetrieverProtocolError(f"HTTP {status} from {self.url}{path}: {response.body[:200]!r}", status)
         return response.json()

@@ -118,3 +118,18 @@ async def test_non_search_r1_answers_are_infra_errors_not_crashes():
     finally:
         thread.join(5)
         sock.close()
+
+
+async def test_a_server_without_the_documents_route_is_detected(service):
+    client = RemoteRetriever(service.url)
+    with pytest.raises(RetrieverProtocolError) as e:
+        await client._call("POST", "/no-such-route", {})
+    assert e.value.status == 404
+    original = client._call
+
+    async def plain_search_r1(method, path, payload):
+        return await original(method, "/no-such-route" if path == "/documents" else path, payload)
+
+    client._call = plain_search_r1
+    assert await client.get_documents(["fr"]) is None
+    assert (await client.search(["Paris"], 1))[0][0].doc_id == "fr"
