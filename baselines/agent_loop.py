@@ -108,7 +108,7 @@ class AgentLoop:
                 trajs.append(Trajectory([], [], [], 0, group, "", infra_failed=True))
                 continue
             ids = self.chat.prompt_ids(info["messages"], info["tools"])
-            t = Trajectory([], [], [], len(ids), group, str(info["task_id"]), messages=list(info["messages"]))
+            t = Trajectory([], [], [], len(ids), group, str(info["task_id"]), messages=list(info["messages"]), tools=list(info["tools"]))
             t.append(ids, generated=False)
             info["tool_names"] = [spec["function"]["name"] for spec in info["tools"]]
             trajs.append(t)

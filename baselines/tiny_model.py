@@ -3,8 +3,9 @@
 Tests and the CPU demo need a real ``transformers`` model and a chat template with tool
 support, but nothing may be downloaded. :func:`build_tiny_model` trains a byte-level BPE
 tokenizer on caller-supplied text (the env's prompts, tool schemas, oracle actions),
-attaches a Hermes/Qwen-style chat template (``<tool_call>...</tool_call>``, tool results
-as ``<tool_response>`` user turns), initialises a Qwen2 model at random, and saves both
+attaches a Hermes/Qwen-style chat template (``<tool_call>{json}</tool_call>``, tool results
+as ``<tool_response>`` user turns; tools listed compactly as ``name(params): description``
+to keep CPU prompts short), initialises a Qwen2 model at random, and saves both
 with ``save_pretrained`` so that ``transformers`` (and vLLM) load the directory by path.
 """
 
@@ -51,6 +52,8 @@ def default_corpus() -> list[str]:
         "Function signatures, one per line, inside <tools></tools>:",
         "To call a function, write a JSON object with its name and arguments inside",
         "What is 3 * (4 + 5)? The result is 27. Compute the value of the expression.",
+        "<|im_start|>system\n", "<|im_start|>user\n", "<|im_start|>assistant\n", "<|im_start|>tool\n",
+        "<tools>\n</tools>\nCall a tool with <tool_call>",
     ]
     numbers = [f"{a} + {b} = {a + b}; {a} - {b} = {a - b}; {a} * {b} = {a * b}" for a in range(20) for b in range(0, 20, 3)]
     return lines * 20 + numbers

@@ -36,6 +36,7 @@ class Trajectory:
     infra_failed: bool = False
     tool_calls: dict[str, int] = field(default_factory=dict)
     messages: list[dict[str, Any]] = field(default_factory=list)
+    tools: list[dict[str, Any]] = field(default_factory=list)
     drift_ok: bool | None = None
     info: dict[str, Any] = field(default_factory=dict)
 

@@ -1,0 +1,300 @@
+"""The PPO-EWMA trainer: rollout -> advantages -> update -> weight sync, every step.
+
+Wiring only; each piece is its own tested module. One training step:
+
+1. tasks: ``rollout.tasks_per_step`` task seeds (drawn from ``(seed, step)``), split over
+   processes; each task is played ``rollout.group_size`` times by the rollout engine
+   through the agent loop (infra-failed episodes dropped and counted);
+2. group-normalised outcome advantages (:mod:`baselines.advantages`);
+3. the PPO-EWMA update (:mod:`baselines.update`), the EWMA updated after every
+   optimiser step;
+4. the new weights are pushed into the engine (``sync_weights``);
+5. metrics (JSONL/TensorBoard/W&B) and, every ``checkpoint_every`` steps, a checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from baselines.advantages import group_normalized_advantages
+from baselines.agent_loop import AgentLoop, AgentLoopConfig
+from baselines.chat_tokens import ChatTokenizer
+from baselines.checkpoint import load_checkpoint, save_checkpoint
+from baselines.config import TrainConfig, config_to_dict
+from baselines.distributed import DistInfo, all_reduce_sum, full_state_dict, init_distributed, shard_like, wrap_model
+from baselines.engines.base import RolloutEngine, SamplingConfig
+from baselines.errors import ConfigError
+from baselines.ewma import EWMAModel, ewma_age_for_batch_size
+from baselines.metrics import MetricsLogger, tool_usage_alerts
+from baselines.trajectory import Trajectory, collate
+from baselines.update import PolicyUpdater
+
+__all__ = ["Trainer", "env_corpus", "resolve_model_path", "build_engine"]
+
+logger = logging.getLogger(__name__)
+MetricsCallback = Callable[[int, dict[str, float]], None]
+
+
+def env_corpus(env_id: str, env_kwargs: dict[str, Any], episodes: int = 300) -> list[str]:
+    """Text an env shows and the oracle writes, to train the tiny model's tokenizer on."""
+    import json
+
+    import gymnasium as gym
+
+    from baselines.tiny_model import default_corpus
+
+    env = gym.make(env_id, **env_kwargs)
+    texts: list[str] = []
+    for seed in range(episodes):
+        _, info = env.reset(seed=seed)
+        if seed == 0:
+            texts += [json.dumps(t) for t in info["tools"]] * 20
+        texts += [m["content"] for m in info["messages"]]
+        for _ in range(16):
+            action = env.unwrapped.oracle_action()
+            texts.append(action)
+            _, _, term, trunc, info = env.step(action)
+            texts += [m["content"] for m in info["messages"]]
+            if term or trunc:
+                break
+    env.close()
+    return texts + default_corpus()
+
+
+def resolve_model_path(config: TrainConfig, info: DistInfo) -> str:
+    """``model.path``, or the tiny model built (once, by the main process) for the env."""
+    if config.model.path:
+        return config.model.path
+    from dataclasses import asdict
+
+    from baselines.tiny_model import TinyModelSpec, build_tiny_model
+
+    out = Path(config.model.tiny_dir)
+    if info.is_main:
+        build_tiny_model(out, env_corpus(config.env.id, config.env.kwargs), TinyModelSpec(**asdict(config.model.tiny), seed=config.seed))
+    if info.enabled:
+        torch.distributed.barrier()
+    return str(out)
+
+
+def build_engine(config: TrainConfig, path: str, tokenizer: Any, info: DistInfo) -> RolloutEngine:
+    """A rollout engine that holds its own copy of the weights."""
+    dtype = getattr(torch, config.model.dtype)
+    eos = [tokenizer.eos_token_id]
+    if config.rollout.engine == "vllm":
+        from baselines.engines.vllm import VLLMEngine
+
+        v = config.rollout.vllm
+        return VLLMEngine(path, tensor_parallel_size=v.tensor_parallel_size, gpu_memory_utilization=v.gpu_memory_utilization,
+                          enable_sleep_mode=v.enable_sleep_mode, enforce_eager=v.enforce_eager, dtype=config.model.dtype,
+                          max_model_len=v.max_model_len or config.rollout.max_seq_len, seed=config.seed + info.rank)
+    from baselines.engines.hf import HFEngine
+
+    return HFEngine(path, pad_token_id=tokenizer.pad_token_id, eos_token_ids=eos, device=info.device, dtype=dtype,
+                    max_batch_size=config.rollout.max_batch_size)
+
+
+class Trainer:
+    """Builds policy, EWMA, optimiser, engine, envs and logger from a :class:`TrainConfig`.
+
+    Args:
+        config: the validated configuration.
+        on_metrics: called on the main process with each step's metrics (the CLI and
+            the demo print progress from it; the library itself never prints).
+    """
+
+    def __init__(self, config: TrainConfig, on_metrics: MetricsCallback | None = None) -> None:
+        import gymnasium as gym
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        import agentgym  # noqa: F401  (registers the env ids)
+
+        self.config = config
+        self.on_metrics = on_metrics
+        self.info = init_distributed(config.dist.strategy, config.device, config.dist.backend)
+        self._seed(config.seed + self.info.rank)
+        self.model_path = resolve_model_path(config, self.info)
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+        self.chat = ChatTokenizer(self.tokenizer)
+        dtype = getattr(torch, config.model.dtype)
+        policy = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=dtype).to(self.info.device)
+        if config.model.gradient_checkpointing:
+            policy.gradient_checkpointing_enable()
+        self.run_dir = Path(config.log.run_dir)
+        self.step = 0
+        self.sft_metrics: dict[str, float] = {}
+        if config.sft.episodes > 0 and not self._resuming():
+            self._warm_start(policy, gym)
+        self.ewma = self._make_ewma(policy)
+        self.model = wrap_model(policy, self.info)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.algo.lr, weight_decay=config.algo.weight_decay)
+        self.updater = PolicyUpdater(self.model, self.optimizer, self.ewma, config.algo, self.info, config.rollout.temperature)
+        self.engine = build_engine(config, self.model_path, self.tokenizer, self.info)
+        n_local = self._local_tasks(config.rollout.tasks_per_step)
+        envs = [gym.make(config.env.id, **config.env.kwargs) for _ in range(n_local * config.rollout.group_size)]
+        sampling = SamplingConfig(config.rollout.max_new_tokens, config.rollout.temperature, config.rollout.top_p)
+        self.loop = AgentLoop(envs, self.engine, self.chat, AgentLoopConfig(sampling, config.rollout.max_seq_len, config.rollout.drift_check_frac))
+        self._eval_loop: AgentLoop | None = None
+        self.logger = MetricsLogger(self.run_dir, tensorboard=config.log.tensorboard, wandb_project=config.log.wandb_project,
+                                    config=config_to_dict(config)) if self.info.is_main else None
+        if self._resuming():
+            self.step = load_checkpoint(self.run_dir / "checkpoint", model=self.model, optimizer=self.optimizer, ewma=self.ewma, info=self.info)["step"]
+        self.sync_engine()
+
+    # ----------------------------------------------------------------- setup
+    @staticmethod
+    def _seed(seed: int) -> None:
+        random.seed(seed)
+        np.random.seed(seed % 2**32)
+        torch.manual_seed(seed)
+
+    def _resuming(self) -> bool:
+        return self.config.resume and (self.run_dir / "checkpoint" / "trainer.pt").exists()
+
+    def _local_tasks(self, total: int) -> int:
+        if total % self.info.world_size:
+            raise ConfigError(f"Expected a task count divisible by the {self.info.world_size} processes, actual value: {total}")
+        return total // self.info.world_size
+
+    def _warm_start(self, policy: torch.nn.Module, gym: Any) -> None:
+        from baselines.sft import oracle_trajectories, sft_train
+
+        if self.info.strategy == "fsdp2":
+            raise ConfigError("sft.episodes > 0 is not supported with dist.strategy=fsdp2; run SFT in one process first.")
+        env = gym.make(self.config.env.id, **self.config.env.kwargs)
+        trajs = oracle_trajectories(env, self.chat, range(10_000, 10_000 + self.config.sft.episodes))
+        env.close()
+        t0 = time.perf_counter()
+        losses = sft_train(policy, trajs, steps=self.config.sft.steps, batch_size=self.config.sft.batch_size, lr=self.config.sft.lr,
+                           pad_token_id=self.tokenizer.pad_token_id, device=self.info.device, seed=self.config.seed)
+        self.sft_metrics = {"sft/loss_first": losses[0], "sft/loss_last": float(np.mean(losses[-10:])),
+                            "sft/oracle_success": float(np.mean([t.success for t in trajs])), "sft/seconds": time.perf_counter() - t0}
+
+    def _make_ewma(self, policy: torch.nn.Module) -> EWMAModel | None:
+        algo = self.config.algo
+        if algo.proximal != "ewma":
+            return None
+        age = algo.ewma_age
+        if algo.ewma_reference_batch_size:
+            per_step = self.config.rollout.tasks_per_step * self.config.rollout.group_size / algo.num_minibatches
+            age = ewma_age_for_batch_size(age, algo.ewma_reference_batch_size, int(per_step))
+        ewma = EWMAModel(policy, age, device="cpu" if algo.ewma_device == "cpu" else None)
+        if self.info.strategy == "fsdp2":
+            shard_like(ewma.module, self.info)
+        return ewma
+
+    def sync_engine(self) -> None:
+        """Push the trainer's current weights into the rollout engine."""
+        self.engine.sync_weights(full_state_dict(self.model, self.info))
+
+    # -------------------------------------------------------------- training
+    def _task_seeds(self, step: int) -> list[int]:
+        rng = np.random.default_rng([self.config.seed, step])
+        seeds = rng.integers(0, 2**31 - 1, size=self.config.rollout.tasks_per_step).tolist()
+        return seeds[self.info.rank :: self.info.world_size]
+
+    def train_step(self) -> dict[str, float]:
+        """Collect a batch, update the policy once (epochs x minibatches), sync the engine."""
+        cfg = self.config
+        self.engine.wake_up()
+        batch = self.loop.collect(self._task_seeds(self.step), cfg.rollout.group_size, sampling_seed=cfg.seed * 100_003 + self.step * 101 + self.info.rank)
+        self.engine.sleep()
+        trajs = batch.trajectories
+        rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32)
+        adv = group_normalized_advantages(rewards, [t.group_id for t in trajs], normalize_std=cfg.algo.normalize_std, eps=cfg.algo.adv_eps)
+        tokens = collate(trajs, adv, self.tokenizer.pad_token_id)
+        gen = torch.Generator().manual_seed(cfg.seed * 7919 + self.step)
+        metrics = self.updater.update(tokens, generator=gen)
+        self.sync_engine()
+        metrics.update(batch.stats)
+        metrics.update(self._episode_metrics(trajs, adv))
+        metrics.update(tool_usage_alerts(metrics, cfg.log.tool_usage_min))
+        metrics["perf/rollout_tokens_per_s"] = batch.stats["rollout/tokens_per_s"]
+        if self.ewma is not None:
+            metrics["memory/ewma_bytes"] = float(self.ewma.memory_bytes())
+        if torch.cuda.is_available() and self.info.device.type == "cuda":
+            metrics["memory/peak_gpu_bytes"] = float(torch.cuda.max_memory_allocated(self.info.device))
+        self.step += 1
+        return metrics
+
+    def _episode_metrics(self, trajs: list[Trajectory], adv: torch.Tensor) -> dict[str, float]:
+        n = all_reduce_sum(len(trajs), self.info)
+        r = [t.reward for t in trajs]
+        s1, s2 = all_reduce_sum(sum(r), self.info), all_reduce_sum(sum(x * x for x in r), self.info)
+        mean = s1 / max(n, 1)
+        return {
+            "reward/mean": mean,
+            "reward/std": math.sqrt(max(s2 / max(n, 1) - mean * mean, 0.0)),
+            "reward/success_rate": all_reduce_sum(sum(t.success for t in trajs), self.info) / max(n, 1),
+            "reward/zero_adv_frac": float((adv == 0).float().mean()) if len(adv) else 0.0,
+            "rollout/response_tokens_mean": all_reduce_sum(sum(t.num_generated for t in trajs), self.info) / max(n, 1),
+            "rollout/turns_mean": all_reduce_sum(sum(t.turns for t in trajs), self.info) / max(n, 1),
+            "rollout/seq_len_max": float(max((len(t.token_ids) for t in trajs), default=0)),
+            "rollout/context_limited_frac": all_reduce_sum(sum(t.context_limited for t in trajs), self.info) / max(n, 1),
+        }
+
+    def evaluate(self, num_tasks: int | None = None) -> dict[str, float]:
+        """Success rate on fixed tasks of ``env.eval_split`` (same tasks at every call)."""
+        import gymnasium as gym
+
+        cfg = self.config
+        n = self._local_tasks(num_tasks or cfg.eval_tasks)
+        if self._eval_loop is None or len(self._eval_loop.envs) < n:
+            envs = [gym.make(cfg.env.id, split=cfg.env.eval_split, **cfg.env.kwargs) for _ in range(n)]
+            sampling = SamplingConfig(cfg.rollout.max_new_tokens, cfg.eval_temperature, cfg.rollout.top_p)
+            self._eval_loop = AgentLoop(envs, self.engine, self.chat, AgentLoopConfig(sampling, cfg.rollout.max_seq_len, 0.0))
+        start = self.info.rank * n
+        self.engine.wake_up()
+        batch = self._eval_loop.collect(list(range(start, start + n)), 1, sampling_seed=cfg.seed)
+        self.engine.sleep()
+        total = all_reduce_sum(len(batch.trajectories), self.info)
+        return {
+            "eval/success_rate": all_reduce_sum(sum(t.success for t in batch.trajectories), self.info) / max(total, 1),
+            "eval/reward_mean": all_reduce_sum(sum(t.reward for t in batch.trajectories), self.info) / max(total, 1),
+            "eval/episodes": total,
+        }
+
+    def train(self) -> dict[str, float]:
+        """Run ``config.steps`` steps (from a resumed step if any); returns a summary."""
+        cfg = self.config
+        summary: dict[str, float] = dict(self.sft_metrics)
+        if cfg.eval_every:
+            first = self.evaluate()
+            summary["eval/success_before"] = first["eval/success_rate"]
+            self._log(self.step, {**self.sft_metrics, **first})
+        while self.step < cfg.steps:
+            metrics = self.train_step()
+            if cfg.eval_every and (self.step % cfg.eval_every == 0 or self.step == cfg.steps):
+                metrics.update(self.evaluate())
+            self._log(self.step, metrics)
+            if cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0:
+                self.save()
+        if cfg.eval_every:
+            summary["eval/success_after"] = self.evaluate()["eval/success_rate"]
+        self.save()
+        return summary
+
+    def save(self) -> Path:
+        return save_checkpoint(self.run_dir / "checkpoint", model=self.model, optimizer=self.optimizer, ewma=self.ewma,
+                               step=self.step, info=self.info)
+
+    def _log(self, step: int, metrics: dict[str, float]) -> None:
+        if self.logger is not None:
+            self.logger.log(step, metrics)
+            if self.on_metrics is not None:
+                self.on_metrics(step, metrics)
+
+    def close(self) -> None:
+        for env in self.loop.envs + (self._eval_loop.envs if self._eval_loop else []):
+            env.close()
+        if self.logger is not None:
+            self.logger.close()
