@@ -1,0 +1,78 @@
+"""``agentgym stress | audit-reward | bench``: readiness checks that can gate a training job."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+__all__ = ["stress_command", "audit_reward_command", "bench_command"]
+
+
+def stress_command(env_id: str, episodes: int, concurrency: int, faults: str, adversarial: float, seed: int,
+                   json_out: bool) -> int:
+    """Run the stress harness; exit 0 only when every guarantee holds (1 otherwise, 2 on bad input)."""
+    import agentgym  # noqa: F401 - registers the envs
+    from agentgym.errors import ConfigError
+    from agentgym.readiness import FaultPlan, StressConfig, run_stress
+    from agentgym.readiness.report import stress_tables
+
+    import logging
+
+    # Injected faults make the pools log every replacement; the report counts them instead.
+    logging.basicConfig(level=logging.ERROR)
+    console = Console(stderr=json_out)
+    try:
+        config = StressConfig(env_id, episodes=episodes, concurrency=concurrency, faults=FaultPlan.parse(faults),
+                              adversarial=adversarial, seed=seed)
+    except ConfigError as e:
+        console.print(f"[red]error:[/] {e}")
+        return 2
+    console.print(f"[dim]stress {env_id}: {episodes} episodes, concurrency {concurrency}, "
+                  f"faults {config.faults.rates or 'none'}, adversarial {adversarial:.0%}[/]")
+    report = run_stress(config)
+    if json_out:
+        print(json.dumps(report.to_dict(), indent=2, default=str))
+    else:
+        for table in stress_tables(report):
+            console.print(table)
+        for note in report.notes:
+            console.print(f"[dim]note: {note}[/]")
+        for index, tb in report.lost[:3]:
+            console.print(f"[red]lost episode {index}[/]:\n{tb}")
+    console.print("[green bold]READY[/]" if report.passed else "[red bold]NOT READY: a guarantee is broken[/]")
+    return 0 if report.passed else 1
+
+
+def audit_reward_command(env_id: str, tasks: int, seed: int) -> int:
+    """Run the reward-hacking kit; exit 1 on any leak, crash or failing oracle."""
+    import agentgym  # noqa: F401
+    from agentgym.readiness import audit_reward
+    from agentgym.readiness.report import audit_tables
+
+    console = Console()
+    report = audit_reward(env_id, tasks=tasks, seed=seed)
+    for table in audit_tables(report):
+        console.print(table)
+    guarded = sum(1 for r in report.results if r.verdict == "guarded")
+    if guarded:
+        console.print(f"[dim]{guarded} attacks would score on the scorer alone but are stopped before it "
+                      "(schema check, answer tool or parser); see --json output of the library for details.[/]")
+    console.print("[green bold]PASS[/]: no adversarial answer scored" if report.passed
+                  else "[red bold]FAIL[/]: the reward can be gamed (see above)")
+    return 0 if report.passed else 1
+
+
+def bench_command(extra_pytest_args: list[str]) -> int:
+    """``pytest benchmarks --benchmark-only`` with the JSON saved under benchmarks/results."""
+    root = Path.cwd()
+    results = root / "benchmarks" / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    out = results / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    cmd = [sys.executable, "-m", "pytest", "benchmarks", "-q", "--benchmark-only", "--benchmark-sort=name",
+           f"--benchmark-json={out}", *extra_pytest_args]
+    return subprocess.call(cmd, cwd=root)

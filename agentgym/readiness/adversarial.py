@@ -1,0 +1,174 @@
+"""Adversarial actions: what a policy early in training (or a hostile one) writes.
+
+The library is built from the env's tool specs, so it fits any env: malformed calls,
+calls to tools that do not exist, arguments that break the schema or are huge, and for
+each tool whose parameters suggest an attack surface, inputs aimed at it — code that
+loops, allocates, forks or prints without end for a ``code`` parameter (a Python
+sandbox), query syntax and huge queries for a ``query`` parameter, pathological
+expressions for an ``expression`` parameter.
+
+An env must survive every one of them: the step returns an observation that tells the
+agent what went wrong, the episode goes on or ends normally, and no resource leaks.
+:mod:`agentgym.readiness.stress` mixes them into oracle episodes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+__all__ = ["ActionCategory", "AdversarialAction", "adversarial_actions", "CODE_ATTACKS", "MixedPolicy"]
+
+ActionCategory = Literal["malformed", "unknown_tool", "invalid_args", "huge_args", "runaway_code",
+                         "flood_output", "crash_code", "query_syntax", "pathological_input"]
+
+# Code aimed at a Python sandbox: each must end as a status (timeout, oom, crash, error)
+# without hurting the host or other episodes.
+CODE_ATTACKS: dict[str, tuple[ActionCategory, str]] = {
+    "busy_loop": ("runaway_code", "while True:\n    pass"),
+    "sleep_forever": ("runaway_code", "import time\ntime.sleep(10**6)"),
+    "allocate_forever": ("runaway_code", "chunks = []\nwhile True:\n    chunks.append(bytearray(50 * 2**20))"),
+    "fork_bomb": ("runaway_code", "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"),
+    "thread_bomb": ("runaway_code",
+                    "import threading, time\nwhile True:\n    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()"),
+    "recursion": ("runaway_code", "def f(n):\n    return f(n + 1)\nf(0)"),
+    "print_huge": ("flood_output", "print('x' * 50_000_000)"),
+    "print_forever": ("flood_output", "while True:\n    print('flood ' * 1000)"),
+    "huge_repr": ("flood_output", "list(range(5_000_000))"),
+    "stderr_flood": ("flood_output", "import sys\nfor _ in range(200_000):\n    sys.stderr.write('e' * 100)"),
+    "exit_process": ("crash_code", "import os\nos._exit(3)"),
+    "kill_self": ("crash_code", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)"),
+    "system_exit": ("crash_code", "raise SystemExit(1)"),
+    "keyboard_interrupt": ("crash_code", "raise KeyboardInterrupt"),
+    "network": ("crash_code", "import socket\nsocket.create_connection(('192.0.2.1', 80), timeout=3)"),
+    "fill_disk": ("crash_code", "with open('big.bin', 'wb') as f:\n    while True:\n        f.write(b'0' * 2**20)"),
+}
+
+QUERY_ATTACKS: dict[str, str] = {
+    "empty_query": "",
+    "query_syntax": 'title:( AND OR NOT "unbalanced ~ ^ * [ { \\',
+    "wildcards": "* ? *a* ~~~~ ^^^",
+    "unicode_noise": "\u202e\u200b\ufeff\U0001f600 \x00 \ud7ff",
+    "many_terms": " ".join(f"term{i}" for i in range(2000)),
+}
+
+EXPRESSION_ATTACKS: dict[str, str] = {
+    "power_tower": "9**9**9**9",
+    "deep_parens": "(" * 5000 + "1" + ")" * 5000,
+    "dunder": "__import__('os').system('true')",
+    "division_by_zero": "1/0",
+}
+
+
+@dataclass(frozen=True)
+class AdversarialAction:
+    """One adversarial action (the whole text of a turn)."""
+
+    name: str
+    category: ActionCategory
+    text: str
+
+
+def _call(name: str, arguments: Any, parser: str, tag_params: dict[str, str]) -> str | None:
+    if parser == "tags":
+        if isinstance(arguments, dict) and len(arguments) == 1:
+            (param, value), = arguments.items()
+            if tag_params.get(name) == param and isinstance(value, str):
+                return f"<{name}>{value}</{name}>"
+        return None
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments}, ensure_ascii=False)}</tool_call>"
+
+
+def _malformed(parser: str) -> list[AdversarialAction]:
+    out = [
+        AdversarialAction("empty", "malformed", ""),
+        AdversarialAction("prose", "malformed", "I think I should search for it. Let me think about it more."),
+        AdversarialAction("bad_json", "malformed", "<tool_call>{not json at all</tool_call>"),
+        AdversarialAction("unclosed", "malformed", '<tool_call>{"name": "answer", "arguments": {"answer": '),
+        AdversarialAction("json_array", "malformed", "<tool_call>[1, 2, 3]</tool_call>"),
+        AdversarialAction("no_name", "malformed", '<tool_call>{"arguments": {}}</tool_call>'),
+        AdversarialAction("args_not_object", "malformed", '<tool_call>{"name": "answer", "arguments": [1]}</tool_call>'),
+        AdversarialAction("deep_nesting", "malformed", "<tool_call>" + "[" * 20000 + "</tool_call>"),
+        AdversarialAction("control_chars", "malformed", "\x00\x01\x02<tool_call>\x7f\x1b[31m</tool_call>"),
+        AdversarialAction("huge_action", "malformed", "y" * 2_000_000),
+    ]
+    if parser == "tags":
+        out += [AdversarialAction("empty_tags", "malformed", "<search></search><answer>  </answer>"),
+                AdversarialAction("unclosed_tag", "malformed", "<search>unfinished query")]
+    return out
+
+
+def adversarial_actions(tool_specs: list[dict[str, Any]], parser: str = "hermes", *,
+                        tag_params: dict[str, str] | None = None, max_action_chars: int = 32_768,
+                        include: frozenset[str] | None = None, exclude: frozenset[str] = frozenset()) -> list[AdversarialAction]:
+    """The adversarial actions for an env with these tools (``info["tools"]`` of a reset).
+
+    Args:
+        parser: ``"hermes"`` or ``"tags"`` (the env's ``parser.name``).
+        tag_params: the tag parser's tag -> parameter map (default Search-R1's tags).
+        max_action_chars: the env's limit; "huge" arguments are sized just under it so
+            they reach the tool instead of being cut by the env.
+        include, exclude: keep only / drop actions by name (e.g. drop ``fork_bomb`` where
+            the sandbox cannot bound processes).
+    """
+    tag_params = tag_params or {"search": "query", "python": "code", "answer": "answer"}
+    actions = _malformed(parser)
+    huge = "A" * max(64, max_action_chars - 400)
+    for spec in tool_specs:
+        fn = spec["function"]
+        name, props = fn["name"], fn["parameters"].get("properties", {})
+        strings = [p for p, s in props.items() if "string" in _types(s)]
+        candidates: list[tuple[str, ActionCategory, Any]] = [
+            (f"{name}:no_args", "invalid_args", {}),
+            (f"{name}:extra_arg", "invalid_args", {**{p: "x" for p in strings}, "__proto__": 1}),
+        ]
+        if strings:
+            candidates.append((f"{name}:wrong_type", "invalid_args", {strings[0]: 12345}))
+            candidates.append((f"{name}:huge_arg", "huge_args", {strings[0]: huge}))
+        attack_sets = (("code", CODE_ATTACKS), ("query", {k: ("query_syntax", v) for k, v in QUERY_ATTACKS.items()}),
+                       ("expression", {k: ("pathological_input", v) for k, v in EXPRESSION_ATTACKS.items()}))
+        for param, attacks in attack_sets:
+            if param in strings:
+                for key, (category, value) in attacks.items():
+                    candidates.append((f"{name}:{key}", category, {param: value}))
+        for action_name, category, args in candidates:
+            text = _call(name, args, parser, tag_params)
+            if text is not None:
+                actions.append(AdversarialAction(action_name, category, text))
+    for unknown in ("rm_rf", "__import__", "x" * 5000):
+        text = _call(unknown, {}, "hermes", tag_params) if parser == "hermes" else f"<{unknown[:40]}>x</{unknown[:40]}>"
+        actions.append(AdversarialAction(f"unknown_tool:{unknown[:12]}", "unknown_tool", text))
+    if include is not None:
+        actions = [a for a in actions if a.name.split(":")[-1] in include or a.name in include]
+    return [a for a in actions if a.name.split(":")[-1] not in exclude and a.name not in exclude]
+
+
+def _types(schema: dict[str, Any]) -> list[str]:
+    t = schema.get("type", [])
+    return [t] if isinstance(t, str) else list(t)
+
+
+class MixedPolicy:
+    """The oracle, except that each turn is adversarial with probability ``rate``.
+
+    Deterministic per episode: the caller passes the episode's generator to
+    :meth:`choose`. Adversarial turns use up the turn budget, so episodes with many of
+    them may end truncated; that is expected and reported, not a failure.
+    """
+
+    def __init__(self, actions: list[AdversarialAction], rate: float) -> None:
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"Expected an adversarial rate in [0, 1], actual value: {rate}")
+        if rate > 0 and not actions:
+            raise ValueError("Expected at least one adversarial action when rate > 0")
+        self.actions = actions
+        self.rate = rate
+
+    def choose(self, rng: np.random.Generator) -> AdversarialAction | None:
+        """An adversarial action for this turn, or ``None`` for the oracle's."""
+        if self.rate <= 0 or rng.random() >= self.rate:
+            return None
+        return self.actions[int(rng.integers(len(self.actions)))]

@@ -1,0 +1,276 @@
+"""Infrastructure fault injection through public seams.
+
+A :class:`FaultPlan` says how often each fault happens (``kill=0.05,stall=0.02``); a
+:class:`FaultInjector` makes it happen to live envs without touching their code:
+
+* it wraps every tool the env builds (an instance-level override of the ``_tools`` hook,
+  so the env's own class is untouched and the fingerprint is unchanged) and, at each
+  tool call, draws the per-call faults;
+* it finds the episode's sandbox and the sandbox pool among the env's attributes by
+  their public types (``sandboxes.SandboxPool`` and its leases), kills containers with
+  ``DockerSandbox.kill_container`` (or ``SIGKILL`` for a process sandbox), and makes
+  creation fail by wrapping the pool's ``backend.create``;
+* it stalls (``SIGSTOP``/``SIGCONT``) or restarts a real retriever process
+  (:class:`~agentgym.readiness.services.RetrieverProcess`).
+
+Fault kinds (rates are per tool call, except ``create``, per sandbox creation):
+
+========= =====================================================================
+infra     the tool attempt raises ``InfraError`` before it runs
+delay     the tool attempt is delayed by ``delay_s`` (a latency spike)
+kill      the episode's sandbox is killed during the call (sandbox envs)
+create    starting a sandbox fails (sandbox envs; the pool's retries face it)
+stall     the retriever service stops answering for ``stall_s`` (search envs)
+stop      the retriever service is killed and restarted (search envs)
+========= =====================================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import random
+import signal
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agentgym.env import ANSWER_TOOL, ToolEnv
+from agentgym.errors import ConfigError, InfraError
+from agentgym.readiness.services import RetrieverProcess
+from agentgym.tools import Tool
+
+__all__ = ["FaultKind", "FAULT_KINDS", "FaultPlan", "FaultInjector", "find_sandbox", "find_pool",
+           "kill_sandbox", "InjectedFault"]
+
+log = logging.getLogger(__name__)
+
+FaultKind = Literal["infra", "delay", "kill", "create", "stall", "stop"]
+FAULT_KINDS: tuple[str, ...] = FaultKind.__args__  # type: ignore[attr-defined]
+SANDBOX_FAULTS = frozenset({"kill", "create"})
+SERVICE_FAULTS = frozenset({"stall", "stop"})
+
+
+class InjectedFault(InfraError):
+    """The infrastructure failure an ``infra`` fault raises inside a tool."""
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """Fault rates and their parameters.
+
+    Attributes:
+        rates: probability of each fault kind per tool call (``create``: per creation).
+        delay_s: length of a ``delay`` fault.
+        stall_s: a ``stall`` stops the service for a time drawn uniformly in this range.
+        kill_window_s: a ``kill`` lands at a time drawn uniformly in ``[0, kill_window_s]``
+            after the call starts, so some land mid-call and some just after.
+        restart_down_s: how long a ``stop`` keeps the service down.
+    """
+
+    rates: dict[str, float] = field(default_factory=dict)
+    delay_s: float = 0.2
+    stall_s: tuple[float, float] = (0.5, 2.5)
+    kill_window_s: float = 0.3
+    restart_down_s: float = 0.5
+
+    def __post_init__(self) -> None:
+        for kind, rate in self.rates.items():
+            if kind not in FAULT_KINDS:
+                raise ConfigError(f"Expected fault kinds among {list(FAULT_KINDS)}, actual value: {kind!r}")
+            if not 0.0 <= rate <= 1.0:
+                raise ConfigError(f"Expected a fault rate in [0, 1] for {kind!r}, actual value: {rate}")
+
+    @classmethod
+    def parse(cls, spec: str) -> "FaultPlan":
+        """``"kill=0.05,stall=0.02"`` -> a plan (empty text: no faults).
+
+        >>> FaultPlan.parse("kill=0.05, infra=0.1").rates
+        {'kill': 0.05, 'infra': 0.1}
+        """
+        rates: dict[str, float] = {}
+        for part in filter(None, (p.strip() for p in spec.split(","))):
+            kind, sep, value = part.partition("=")
+            try:
+                rates[kind.strip()] = float(value) if sep else float("nan")
+            except ValueError:
+                rates[kind.strip()] = float("nan")
+            if rates[kind.strip()] != rates[kind.strip()]:
+                raise ConfigError(f"Expected faults as kind=rate pairs like 'kill=0.05,stall=0.02', actual value: {part!r}")
+        return cls(rates)
+
+    def rate(self, kind: str) -> float:
+        return float(self.rates.get(kind, 0.0))
+
+    @property
+    def needs_service(self) -> bool:
+        return any(self.rate(k) > 0 for k in SERVICE_FAULTS)
+
+    @property
+    def any(self) -> bool:
+        return any(r > 0 for r in self.rates.values())
+
+
+def find_pool(env: ToolEnv) -> Any | None:
+    """The ``sandboxes.SandboxPool`` an env holds, found by type among its attributes."""
+    try:
+        from sandboxes import SandboxPool
+    except ImportError:
+        return None
+    return next((v for v in vars(env).values() if isinstance(v, SandboxPool)), None)
+
+
+def find_sandbox(env: ToolEnv) -> Any | None:
+    """The sandbox an env's episode holds (a pool lease or a bare ``sandboxes.Sandbox``)."""
+    try:
+        from sandboxes import Sandbox
+    except ImportError:
+        return None
+    return next((v for v in vars(env).values() if isinstance(v, Sandbox)), None)
+
+
+def kill_sandbox(sandbox: Any) -> bool:
+    """Kill the container or process under ``sandbox`` from outside; True if one was hit."""
+    try:
+        inner = sandbox.inner if hasattr(type(sandbox), "inner") else sandbox  # a lease: what is under it now
+    except Exception:  # noqa: BLE001 - released meanwhile: nothing to kill
+        return False
+    kill = getattr(inner, "kill_container", None)
+    if callable(kill):
+        kill()
+        return True
+    ident = str(getattr(inner, "id", ""))
+    if ident.startswith("process-") and ident[8:].isdigit():
+        try:
+            os.killpg(int(ident[8:]), signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            try:
+                os.kill(int(ident[8:]), signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                return False
+        return True
+    return False
+
+
+class FaultInjector:
+    """Injects the faults of ``plan`` into the envs it is installed on.
+
+    Args:
+        plan: fault rates.
+        seed: seeds the fault draws.
+        service: the retriever process that ``stall``/``stop`` act on.
+    """
+
+    def __init__(self, plan: FaultPlan, seed: int = 0, service: RetrieverProcess | None = None) -> None:
+        self.plan = plan
+        self.service = service
+        self.rng = random.Random(seed)
+        self.injected: Counter[str] = Counter()
+        self.missed: Counter[str] = Counter()
+        self.per_env: Counter[int] = Counter()
+        self._wrapped_backends: list[tuple[Any, Any]] = []
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # ------------------------------------------------------------ installing
+    def install(self, env: Any) -> None:
+        """Wrap the tools ``env`` builds from now on (idempotent)."""
+        base: ToolEnv = env.unwrapped
+        if getattr(base, "_fault_injector", None) is self:
+            return
+        original = type(base)._tools.__get__(base)
+
+        def tools(task: Any) -> list[Tool]:
+            built = original(task)
+            if task is None:  # the fingerprint's view: unchanged
+                return built
+            return [t if t.name == ANSWER_TOOL else dataclasses.replace(t, fn=self._wrap(base, t)) for t in built]
+
+        base._tools = tools  # type: ignore[method-assign]
+        base._fault_injector = self  # type: ignore[attr-defined]
+
+    def faults_for(self, env: Any) -> int:
+        """How many faults were injected into ``env``'s calls so far."""
+        return self.per_env[id(env.unwrapped)]
+
+    async def aclose(self) -> None:
+        """Restore wrapped pool backends and wait for pending kills."""
+        for backend, create in self._wrapped_backends:
+            if vars(backend).get("create") is create:
+                del backend.create
+        self._wrapped_backends.clear()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # ------------------------------------------------------------ per call
+    def _draw(self, kind: str) -> bool:
+        rate = self.plan.rate(kind)
+        return rate > 0 and self.rng.random() < rate
+
+    def _wrap(self, base: ToolEnv, tool: Tool) -> Any:
+        fn = tool.fn
+
+        async def faulty(**arguments: Any) -> str:
+            self._ensure_create_fault(base)
+            if self._draw("delay"):
+                self._count("delay", base)
+                await asyncio.sleep(self.plan.delay_s)
+            if self._draw("infra"):
+                self._count("infra", base)
+                raise InjectedFault(f"injected infrastructure fault in {tool.name}")
+            if self._draw("kill"):
+                self._schedule_kill(base)
+            if self.service is not None:
+                if self._draw("stall"):
+                    self._count("stall", base)
+                    self.service.stall(self.rng.uniform(*self.plan.stall_s))
+                if self._draw("stop"):
+                    self._count("stop", base)
+                    self._spawn(asyncio.to_thread(self.service.restart, self.plan.restart_down_s))
+            return await fn(**arguments)
+
+        return faulty
+
+    def _count(self, kind: str, base: ToolEnv) -> None:
+        self.injected[kind] += 1
+        self.per_env[id(base)] += 1
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _schedule_kill(self, base: ToolEnv) -> None:
+        sandbox = find_sandbox(base)
+        if sandbox is None:
+            self.missed["kill"] += 1
+            return
+        self._count("kill", base)
+
+        async def later() -> None:
+            await asyncio.sleep(self.rng.uniform(0.0, self.plan.kill_window_s))
+            if not await asyncio.to_thread(kill_sandbox, sandbox):
+                self.missed["kill"] += 1
+
+        self._spawn(later())
+
+    def _ensure_create_fault(self, base: ToolEnv) -> None:
+        if self.plan.rate("create") <= 0:
+            return
+        pool = find_pool(base)
+        backend = getattr(pool, "backend", None)
+        if backend is None or any(b is backend for b, _ in self._wrapped_backends):
+            return
+        create = backend.create
+
+        async def failing_create() -> Any:
+            if self._draw("create"):
+                from sandboxes.errors import SandboxInfraError
+
+                self.injected["create"] += 1
+                raise SandboxInfraError("injected sandbox creation failure")
+            return await create()
+
+        backend.create = failing_create
+        self._wrapped_backends.append((backend, failing_create))

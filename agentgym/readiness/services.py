@@ -1,0 +1,148 @@
+"""A real retriever service in its own process, which fault injection can stall or stop.
+
+Stalling a thread-hosted service would stall only a thread; a separate process lets the
+harness do what happens in production: the service stops answering (``SIGSTOP``) and
+resumes (``SIGCONT``), or dies and is restarted on the same port.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+
+from agentgym.errors import AgentgymError
+
+__all__ = ["RetrieverProcess", "ServiceStartError"]
+
+
+class ServiceStartError(AgentgymError, RuntimeError):
+    """The retriever service did not come up; the message holds the end of its log."""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class RetrieverProcess:
+    """``agentgym serve-retriever`` on 127.0.0.1, started with :meth:`start`.
+
+    Use as a context manager; :meth:`close` always resumes and terminates it.
+    """
+
+    port: int = 0
+    startup_timeout_s: float = 120.0
+    _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _resume_at: float = 0.0
+    _resumer: threading.Timer | None = field(default=None, repr=False)
+    stalls: int = 0
+    restarts: int = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def start(self) -> "RetrieverProcess":
+        if not self.port:
+            self.port = _free_port()
+        cmd = [sys.executable, "-c", "from agentgym.cli import app; app()", "serve-retriever",
+               "--host", "127.0.0.1", "--port", str(self.port)]
+        self._proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                      start_new_session=True)
+        self._wait_healthy()
+        return self
+
+    def _wait_healthy(self) -> None:
+        end = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < end:
+            assert self._proc is not None
+            if self._proc.poll() is not None:
+                err = (self._proc.stderr.read() if self._proc.stderr else b"").decode(errors="replace")
+                raise ServiceStartError(f"serve-retriever exited with {self._proc.returncode}: {err[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=1) as r:
+                    json.loads(r.read())
+                    threading.Thread(target=self._drain, daemon=True).start()
+                    return
+            except OSError:
+                time.sleep(0.1)
+        self.close()
+        raise ServiceStartError(f"serve-retriever did not answer /health within {self.startup_timeout_s:g}s")
+
+    def _drain(self) -> None:
+        proc = self._proc
+        if proc is not None and proc.stderr is not None:
+            for _ in iter(lambda: proc.stderr.read(65536), b""):  # type: ignore[union-attr]
+                pass
+
+    def stall(self, seconds: float) -> None:
+        """Stop the service (``SIGSTOP``) for ``seconds``; overlapping stalls extend it."""
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                return
+            self.stalls += 1
+            now = time.monotonic()
+            if self._resume_at <= now:
+                os.kill(self._proc.pid, signal.SIGSTOP)
+            self._resume_at = max(self._resume_at, now + seconds)
+            if self._resumer is not None:
+                self._resumer.cancel()
+            self._resumer = threading.Timer(self._resume_at - now, self.resume)
+            self._resumer.daemon = True
+            self._resumer.start()
+
+    def resume(self) -> None:
+        with self._lock:
+            self._resume_at = 0.0
+            if self._proc is not None and self._proc.poll() is None:
+                os.kill(self._proc.pid, signal.SIGCONT)
+
+    def restart(self, down_s: float = 0.5) -> None:
+        """Kill the service and start it again on the same port after ``down_s``."""
+        with self._lock:
+            self.restarts += 1
+            self._kill()
+        time.sleep(down_s)
+        self.start()
+
+    def _kill(self) -> None:
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)
+            proc.kill()
+            proc.wait(10)
+
+    def close(self) -> None:
+        if self._resumer is not None:
+            self._resumer.cancel()
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        self._proc = None
+
+    def __enter__(self) -> "RetrieverProcess":
+        return self.start() if self._proc is None else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,375 @@
+"""``agentgym stress``: many episodes under load, adversarial actions and injected faults.
+
+The oracle plays every episode; each turn is replaced by an adversarial action with
+probability ``adversarial`` (:mod:`agentgym.readiness.adversarial`), and the tools suffer
+the faults of a :class:`~agentgym.readiness.faults.FaultPlan`. The guarantees checked
+(each one a reason to refuse to start a training run):
+
+* **no lost episodes** — every episode ends with an observation, or is *flagged*
+  ``infra_failed``; nothing raises out of ``reset``/``step`` but ``InfraError`` at reset,
+  and nothing hangs past ``episode_timeout_s``;
+* **no silent failures** — an episode the oracle played without adversarial turns that
+  is not flagged must be solved: an infrastructure fault may cost an episode, never
+  turn into a wrong reward the learner would see;
+* **no leaked containers** — this process owns no more ``agentgym.owner`` containers
+  after the run (and its pools are closed) than before;
+* **agent faults are not infra faults** — with no fault injected into an episode, an
+  adversarial action never yields ``infra_error`` (else a policy could have its bad
+  episodes dropped instead of scored).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import time
+import traceback
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from agentgym.env import ToolEnv
+from agentgym.errors import ConfigError, InfraError
+from agentgym.readiness.adversarial import AdversarialAction, MixedPolicy, adversarial_actions
+from agentgym.readiness.containers import ContainerCount, count_containers, wait_for_containers
+from agentgym.readiness.faults import FaultInjector, FaultPlan
+from agentgym.readiness.services import RetrieverProcess
+from agentgym.runtime import run_sync
+from agentgym.telemetry import Telemetry
+
+__all__ = ["StressConfig", "EpisodeOutcome", "Guarantee", "StressReport", "run_stress", "UNBOUNDED_PROCESS_ACTIONS"]
+
+UNBOUNDED_PROCESS_ACTIONS = frozenset({"fork_bomb", "thread_bomb"})
+"""Dropped unless the sandbox is a container: a process sandbox run as root cannot
+bound the number of processes (RLIMIT_NPROC does not apply to root)."""
+
+
+@dataclass(frozen=True)
+class StressConfig:
+    """What to run. ``env_kwargs`` go to ``gym.make``; with ``stall``/``stop`` faults the
+    harness starts a retriever process and adds ``retriever_url`` (and a 1 s client
+    timeout unless given) for envs that accept them."""
+
+    env_id: str
+    episodes: int = 200
+    concurrency: int = 32
+    faults: FaultPlan = field(default_factory=FaultPlan)
+    adversarial: float = 0.3
+    seed: int = 0
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    episode_timeout_s: float = 300.0
+    exclude_actions: frozenset[str] | None = None
+    """Adversarial actions to drop; None drops :data:`UNBOUNDED_PROCESS_ACTIONS` unless
+    the sandbox backend is Docker."""
+    check_containers: bool = True
+    container_grace_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.episodes < 1 or self.concurrency < 1:
+            raise ConfigError(f"Expected episodes >= 1 and concurrency >= 1, actual values: "
+                              f"{self.episodes}, {self.concurrency}")
+        if not 0.0 <= self.adversarial <= 1.0:
+            raise ConfigError(f"Expected --adversarial in [0, 1], actual value: {self.adversarial}")
+        if self.episode_timeout_s <= 0:
+            raise ConfigError(f"Expected episode_timeout_s > 0, actual value: {self.episode_timeout_s}")
+
+
+@dataclass(frozen=True)
+class EpisodeOutcome:
+    """How one episode ended."""
+
+    index: int
+    task_id: str | None
+    reward: float
+    terminated: bool
+    truncated: bool
+    infra_failed: bool
+    reset_failed: bool
+    turns: int
+    adversarial_turns: int
+    faults: int
+    oracle_errors: int = 0
+
+    @property
+    def clean(self) -> bool:
+        """Played by the oracle alone (faults may still have hit it)."""
+        return self.adversarial_turns == 0 and self.oracle_errors == 0
+
+    @property
+    def silent_failure(self) -> bool:
+        return self.clean and not self.infra_failed and not self.reset_failed and self.reward < 1.0
+
+
+@dataclass(frozen=True)
+class Guarantee:
+    name: str
+    value: int | None
+    ok: bool
+    detail: str
+
+
+@dataclass
+class StressReport:
+    """Everything ``agentgym stress`` prints; :attr:`passed` gates a training job."""
+
+    config: StressConfig
+    outcomes: list[EpisodeOutcome] = field(default_factory=list)
+    lost: list[tuple[int, str]] = field(default_factory=list)
+    telemetry: Telemetry = field(default_factory=Telemetry)
+    adversarial: Counter[tuple[str, str]] = field(default_factory=Counter)
+    misclassified: list[str] = field(default_factory=list)
+    faults_injected: dict[str, int] = field(default_factory=dict)
+    faults_missed: dict[str, int] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+    containers_before: ContainerCount | None = None
+    containers_after: ContainerCount | None = None
+    fingerprint: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def completed(self) -> int:
+        return len(self.outcomes)
+
+    @property
+    def infra_failed(self) -> int:
+        return sum(o.infra_failed or o.reset_failed for o in self.outcomes)
+
+    @property
+    def episodes_per_s(self) -> float:
+        return self.completed / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def leaked_containers(self) -> int | None:
+        if self.containers_before is None or self.containers_after is None:
+            return None
+        return max(0, self.containers_after.mine - self.containers_before.mine)
+
+    def guarantees(self) -> list[Guarantee]:
+        silent = [o for o in self.outcomes if o.silent_failure]
+        leaked = self.leaked_containers
+        accounted = self.completed + len(self.lost)
+        return [
+            Guarantee("lost episodes", len(self.lost), not self.lost,
+                      "every episode ends or is flagged infra_failed"),
+            Guarantee("accounted episodes", accounted, accounted == self.config.episodes,
+                      f"{accounted} of {self.config.episodes} episodes reported"),
+            Guarantee("silent failures", len(silent), not silent,
+                      "clean oracle episodes that were neither solved nor flagged"
+                      + (f" (e.g. {silent[0].task_id}, reward {silent[0].reward})" if silent else "")),
+            Guarantee("leaked containers", leaked, leaked in (None, 0),
+                      "no Docker engine: not checked" if leaked is None else
+                      f"owned before {self.containers_before.mine}, after {self.containers_after.mine}"),  # type: ignore[union-attr]
+            Guarantee("agent faults reported as infra", len(self.misclassified), not self.misclassified,
+                      "adversarial actions in fault-free episodes must not give infra_error"
+                      + (f" (e.g. {self.misclassified[0]})" if self.misclassified else "")),
+        ]
+
+    @property
+    def passed(self) -> bool:
+        return all(g.ok for g in self.guarantees())
+
+    def summary(self) -> dict[str, Any]:
+        clean = [o for o in self.outcomes if o.clean and not (o.infra_failed or o.reset_failed)]
+        return {
+            "env": self.config.env_id, "fingerprint": self.fingerprint, "episodes": self.config.episodes,
+            "concurrency": self.config.concurrency, "faults": dict(self.config.faults.rates),
+            "adversarial_rate": self.config.adversarial, "completed": self.completed,
+            "infra_failed": self.infra_failed, "lost": len(self.lost),
+            "clean_success_rate": sum(o.reward >= 1 for o in clean) / len(clean) if clean else None,
+            "adversarial_turns": sum(o.adversarial_turns for o in self.outcomes),
+            "oracle_errors": sum(o.oracle_errors for o in self.outcomes),
+            "truncated": sum(o.truncated for o in self.outcomes),
+            "faults_injected": dict(self.faults_injected), "faults_missed": dict(self.faults_missed),
+            "leaked_containers": self.leaked_containers, "elapsed_s": self.elapsed_s,
+            "episodes_per_s": self.episodes_per_s, "passed": self.passed,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        adv: dict[str, dict[str, int]] = {}
+        for (name, status), n in sorted(self.adversarial.items()):
+            adv.setdefault(name, {})[status] = n
+        return {**self.summary(),
+                "guarantees": [g.__dict__ for g in self.guarantees()],
+                "telemetry": self.telemetry.metrics(),
+                "adversarial_actions": adv,
+                "lost_tracebacks": [{"episode": i, "traceback": tb} for i, tb in self.lost[:5]],
+                "misclassified": self.misclassified[:20],
+                "notes": list(self.notes)}
+
+
+# ---------------------------------------------------------------------------- running
+def _accepts(env_id: str, name: str) -> bool:
+    entry = gym.spec(env_id).entry_point
+    if not isinstance(entry, str):
+        return False
+    module, _, attr = entry.partition(":")
+    cls = getattr(importlib.import_module(module), attr)
+    params = inspect.signature(cls.__init__).parameters
+    return name in params
+
+
+def _sandbox_is_container(env_kwargs: dict[str, Any]) -> bool:
+    try:
+        from sandboxes.pool import choose_backend
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return choose_backend(env_kwargs.get("backend")) == "docker"
+    except Exception:  # noqa: BLE001 - no sandboxes or no engine: treat as not a container
+        return False
+
+
+def run_stress(config: StressConfig) -> StressReport:
+    """Run the stress test and return its report (see :attr:`StressReport.passed`)."""
+    before = count_containers() if config.check_containers else None
+    env_kwargs = dict(config.env_kwargs)
+    service: RetrieverProcess | None = None
+    notes: list[str] = []
+    if config.faults.needs_service:
+        if _accepts(config.env_id, "retriever_url"):
+            service = RetrieverProcess().start()
+            env_kwargs.setdefault("retriever_url", service.url)
+            env_kwargs.setdefault("retriever_timeout_s", 1.0)
+        else:
+            notes.append(f"stall/stop faults need a retriever service; {config.env_id} uses none, so they were not injected")
+    exclude = config.exclude_actions
+    if exclude is None:
+        exclude = frozenset() if _sandbox_is_container(env_kwargs) else UNBOUNDED_PROCESS_ACTIONS
+    try:
+        report = run_sync(_arun(config, env_kwargs, service, exclude))
+    finally:
+        if service is not None:
+            report_service = (service.stalls, service.restarts)
+            service.close()
+    if service is not None:
+        notes.append(f"retriever process: {report_service[0]} stalls, {report_service[1]} restarts")
+    if exclude:
+        notes.append(f"adversarial actions left out: {sorted(exclude)}")
+    report.notes.extend(notes)
+    report.containers_before = before
+    if before is not None:
+        report.containers_after = wait_for_containers(before.mine, config.container_grace_s)
+    return report
+
+
+async def _arun(config: StressConfig, env_kwargs: dict[str, Any], service: RetrieverProcess | None,
+                exclude: frozenset[str]) -> StressReport:
+    injector = FaultInjector(config.faults, seed=config.seed, service=service)
+    n_envs = min(config.concurrency, config.episodes)
+    envs = [gym.make(config.env_id, **env_kwargs) for _ in range(n_envs)]
+    for env in envs:
+        injector.install(env)
+    report = StressReport(config)
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(config.episodes):
+        queue.put_nowait(i)
+    mixed: MixedPolicy | None = None
+    global_faults = config.faults.needs_service and service is not None
+    retired: list[Any] = []
+
+    async def worker(slot: int) -> None:
+        nonlocal mixed
+        while not queue.empty():
+            i = queue.get_nowait()
+            env = envs[slot]
+            try:
+                outcome = await asyncio.wait_for(
+                    _episode(env, i, config, lambda info: _mixed(info, env), injector, report, global_faults),
+                    config.episode_timeout_s)
+            except asyncio.TimeoutError:
+                report.lost.append((i, f"episode hung for more than {config.episode_timeout_s:g} s"))
+                retired.append(env)
+                envs[slot] = gym.make(config.env_id, **env_kwargs)
+                injector.install(envs[slot])
+                continue
+            except Exception:  # noqa: BLE001 - a lost episode is reported, never swallowed
+                report.lost.append((i, traceback.format_exc()))
+                continue
+            report.outcomes.append(outcome)
+
+    def _mixed(info: dict[str, Any], env: Any) -> MixedPolicy:
+        nonlocal mixed
+        if mixed is None:
+            base: ToolEnv = env.unwrapped
+            actions = adversarial_actions(info["tools"], base.parser.name, max_action_chars=base.max_action_chars,
+                                          exclude=exclude)
+            mixed = MixedPolicy(actions, config.adversarial)
+        return mixed
+
+    start = time.perf_counter()
+    try:
+        await asyncio.gather(*(worker(s) for s in range(n_envs)))
+    finally:
+        report.elapsed_s = time.perf_counter() - start
+        for env in [*envs, *retired]:
+            try:
+                await asyncio.wait_for(env.unwrapped._release(), 60)  # noqa: SLF001 - the harness owns these envs
+            except Exception as e:  # noqa: BLE001
+                report.notes.append(f"releasing an env failed: {type(e).__name__}: {e}")
+        await injector.aclose()
+        await _close_shared_resources(envs[0].unwrapped, report)
+        for env in [*envs, *retired]:
+            env.close()
+    report.outcomes.sort(key=lambda o: o.index)
+    report.telemetry = Telemetry.merged(e.unwrapped.telemetry for e in [*envs, *retired])
+    report.faults_injected = dict(injector.injected)
+    report.faults_missed = dict(injector.missed)
+    report.fingerprint = str(envs[0].unwrapped._fingerprint or "")  # noqa: SLF001 - computed during the run
+    return report
+
+
+async def _close_shared_resources(base: ToolEnv, report: StressReport) -> None:
+    """Close process-wide pools the env's module exposes (``close_shared_pools``), so that
+    warm but idle sandboxes are not counted as leaks."""
+    module = importlib.import_module(type(base).__module__)
+    closer = getattr(module, "close_shared_pools", None)
+    if closer is not None and inspect.iscoroutinefunction(closer):
+        try:
+            await asyncio.wait_for(closer(), 120)
+        except Exception as e:  # noqa: BLE001
+            report.notes.append(f"closing shared pools failed: {type(e).__name__}: {e}")
+
+
+async def _episode(env: Any, index: int, config: StressConfig, policy_for: Any, injector: FaultInjector,
+                   report: StressReport, global_faults: bool) -> EpisodeOutcome:
+    base: ToolEnv = env.unwrapped
+    rng = np.random.default_rng([config.seed, index, 0x5EED])
+    faults_at_start = injector.faults_for(env)
+    try:
+        obs, info = await base.areset(seed=config.seed + index)
+    except InfraError:
+        return EpisodeOutcome(index, None, 0.0, False, False, True, True, 0, 0,
+                              injector.faults_for(env) - faults_at_start)
+    mixed: MixedPolicy = policy_for(info)
+    adversarial_turns = oracle_errors = 0
+    while True:
+        action: AdversarialAction | None = mixed.choose(rng)
+        text = action.text if action is not None else None
+        if text is None:
+            try:
+                text = base.oracle_action()
+            except Exception:  # noqa: BLE001 - the oracle lost its footing after adversarial turns
+                oracle_errors += 1
+                text = "Let me start over."  # no tool call: the oracle starts afresh next turn
+        obs, reward, terminated, truncated, info = await base.astep(text)
+        if action is not None:
+            adversarial_turns += 1
+            _record_adversarial(report, action, info, injector.faults_for(env) == faults_at_start and not global_faults)
+        if terminated or truncated:
+            return EpisodeOutcome(index, info.get("task_id"), float(reward), bool(terminated), bool(truncated),
+                                  bool(info.get("infra_failed")), False, int(info.get("turns", 0)),
+                                  adversarial_turns, injector.faults_for(env) - faults_at_start, oracle_errors)
+
+
+def _record_adversarial(report: StressReport, action: AdversarialAction, info: dict[str, Any], fault_free: bool) -> None:
+    results = info.get("tool_results") or []
+    statuses = [r["status"] for r in results] or ["no_call"]
+    for status in statuses:
+        report.adversarial[(action.name, status)] += 1
+    if fault_free and "infra_error" in statuses:
+        report.misclassified.append(f"{action.name} -> infra_error ({info.get('task_id')})")
