@@ -214,7 +214,7 @@ class SearchEnv(ToolEnv):
         grade = grade_answer(str(answer_args.get("answer", "")), q.golden_answers,
                              max_answer_chars=self.max_answer_chars)
         support = set(q.supporting_doc_ids)
-        recall = len(support & self._seen) / len(support) if support else float("nan")
+        recall = len(support & self._seen) / len(support) if support else None  # unknown support
         return grade.reward, {
             "exact_match": float(grade.exact_match),
             "f1": grade.f1,
