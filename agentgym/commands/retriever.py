@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import signal
 import sys
 
@@ -11,8 +10,6 @@ from agentgym.retrieval import LocalRetriever, RetrieverService
 from tasks.search import Corpus, load_default_dataset
 
 __all__ = ["serve_retriever_command"]
-
-log = logging.getLogger(__name__)
 
 
 def _progress(stage: str, fraction: float) -> None:

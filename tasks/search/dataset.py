@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tasks.search.corpus import Corpus
 from tasks.search.knowledge import build_knowledge_base
-from tasks.search.questions import Hop, Question, generate_questions
+from tasks.search.questions import Question, generate_questions
 from tasks.search.sources import source_versions
 from tasks.search.splits import SPLITS, Split, split_questions
 
