@@ -247,16 +247,21 @@ class AnalysisReviewEnv(TeamEnv):
             actions[REVIEWER] = self._oracle_reviewer()
         return actions
 
-    def _printed_value(self, agent: str) -> Any:
-        ran = [r for r in self.seats[agent].last_results if r.name == "python" and r.status == "ok"]
+    def _printed_value(self, agent: str, code: str) -> Any:
+        """What the agent's last turn printed by running ``code`` (``_MISSING`` if it did not)."""
+        ran = [r for r in self.seats[agent].last_results
+               if r.name == "python" and r.status == "ok" and r.arguments.get("code") == code]
         if not ran:
             return _MISSING
-        stdout = ran[-1].output.split("\n[stderr]\n")[0]
-        return json.loads(stdout.strip().splitlines()[-1])
+        stdout = ran[-1].output.split("\n[stderr]\n")[0].strip()
+        try:
+            return json.loads(stdout.splitlines()[-1])
+        except (IndexError, json.JSONDecodeError):
+            return _MISSING
 
     def _oracle_analyst(self) -> str:
         q = self.task.question
-        value = self._printed_value(ANALYST)
+        value = self._printed_value(ANALYST, q.oracle_code())
         if value is _MISSING:
             return _call("python", {"code": q.oracle_code()})
         return _call("propose", {"answer": answer_arguments(q.schema, value), "code": q.oracle_code()})
@@ -264,7 +269,7 @@ class AnalysisReviewEnv(TeamEnv):
     def _oracle_reviewer(self) -> str:
         proposal = self._pending
         assert proposal is not None
-        value = self._printed_value(REVIEWER)
+        value = self._printed_value(REVIEWER, proposal.code)
         if value is _MISSING:
             return _call("python", {"code": proposal.code})
         if score_answer(self.task.question.schema, proposal.answer, value).reward >= 1.0:
