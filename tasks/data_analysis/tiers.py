@@ -86,10 +86,14 @@ def _draw_category(rng: np.random.Generator) -> Draw | None:
     return Draw((spec.name,), {"c": (0, _pick(rng, _usable_categories(spec)))})
 
 
+def _unprotected(spec: TableSpec) -> list[str]:
+    return [c for c in _frame(spec.name).columns
+            if c not in spec.no_missing() and c not in spec.category]
+
+
 def _draw_any_unprotected(rng: np.random.Generator) -> Draw:
-    spec = _pick(rng, list(TABLES.values()))
-    cols = [c for c in _frame(spec.name).columns if c not in spec.no_missing()]
-    return Draw((spec.name,), {"x": (0, _pick(rng, cols))})
+    spec = _pick(rng, _specs(lambda t: bool(_unprotected(t))))
+    return Draw((spec.name,), {"x": (0, _pick(rng, _unprotected(spec)))})
 
 
 def _draw_entity_numeric(rng: np.random.Generator) -> Draw:

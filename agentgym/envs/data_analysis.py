@@ -1,0 +1,368 @@
+"""DataAnalysis-v0: pandas questions over bundled real tables, answered from a sandbox.
+
+Each episode draws a question from :mod:`tasks.data_analysis` (a template, a fresh
+variant of one or two real tables, and a ground truth recomputed on that variant). Only
+the CSV files go into the episode's sandbox; the question's truth, seed and reference
+code stay on the host. The agent has two tools:
+
+- ``python(code)``: runs in the episode's sandbox (state kept across turns), leased
+  from a process-wide :class:`sandboxes.SandboxPool` at reset and released at the end.
+  The pool picks Docker when an engine answers and the process fallback otherwise
+  (``AGENTGYM_SANDBOX=process`` forces it). A sandbox failure the pool cannot hide,
+  or an episode whose interpreter state was lost, raises ``InfraError`` so the episode
+  is flagged ``infra_failed`` rather than scored.
+- ``answer(...)``: the typed final answer; its JSON schema is the question's (``value``
+  or named fields). Scoring is strict and by code (see ``tasks.data_analysis.grading``).
+
+The fingerprint records the table manifest, the templates, the variant settings and
+the sandbox's backend and library versions (pandas and numpy can differ between host
+and sandbox image, and that changes float results at the last digits).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from agentgym.env import ANSWER_TOOL, ToolEnv
+from agentgym.errors import AgentError, ConfigError, InfraError
+from agentgym.runtime import in_runtime_loop, run_sync
+from agentgym.tools import Tool
+from tasks.data_analysis.generator import GeneratorConfig, Question, generate_question
+from tasks.data_analysis.grading import DuplicateKeyError, parse_answer_json, score_answer
+from tasks.data_analysis.manifest import manifest_digest
+from tasks.data_analysis.reference import answer_arguments
+from tasks.data_analysis.tiers import TEMPLATES, template_by_id
+
+__all__ = ["DataAnalysisEnv", "DataAnalysisTask", "format_exec_result", "close_shared_pools"]
+
+Backend = Literal["auto", "docker", "process"]
+
+_TASK_ID = re.compile(r"^da-(all|t[1-4]|[a-z0-9_]+)-(\d+)$")
+
+
+@dataclass(frozen=True)
+class DataAnalysisTask:
+    """One episode's task. ``task_id`` (``da-<scope>-<seed>``) regenerates it exactly."""
+
+    task_id: str
+    question: Question
+
+
+# ---- the shared pool -------------------------------------------------------------
+
+_pools: dict[tuple[int, str | None], Any] = {}
+_pool_lock: dict[int, asyncio.Lock] = {}
+_sandbox_facts: dict[str | None, dict[str, Any]] = {}
+
+
+async def _shared_pool(backend: Backend | None) -> Any:
+    """The process-wide pool for ``backend`` on the running loop (started lazily)."""
+    from sandboxes import PoolConfig, make_pool
+    from sandboxes.errors import SandboxError
+
+    loop_key = id(asyncio.get_running_loop())
+    key = (loop_key, backend)
+    lock = _pool_lock.setdefault(loop_key, asyncio.Lock())
+    async with lock:
+        pool = _pools.get(key)
+        if pool is None:
+            try:
+                pool = make_pool(backend, pool=PoolConfig(size=2, max_parallel_creations=4))
+                await pool.start()
+            except SandboxError as e:
+                raise InfraError(f"could not start a sandbox pool: {e}") from e
+            _pools[key] = pool
+    return pool
+
+
+async def close_shared_pools() -> None:
+    """Close every pool this module started on the running loop.
+
+    Call it (``run_sync(close_shared_pools())``) before a long-lived process moves on
+    from the env; at interpreter exit the sandboxes go away on their own (process
+    sandboxes with their host, containers after the supervisor's orphan timeout, and
+    the reaper removes any left).
+    """
+    loop_key = id(asyncio.get_running_loop())
+    for key in [k for k in _pools if k[0] == loop_key]:
+        await _pools.pop(key).close()
+
+
+# ---- formatting ------------------------------------------------------------------
+
+def format_exec_result(result: Any) -> str:
+    """What the agent sees for an ``ok`` cell: stdout, then stderr, then the value."""
+    parts = []
+    if result.stdout:
+        parts.append(result.stdout.rstrip("\n"))
+    if result.stderr:
+        parts.append("[stderr]\n" + result.stderr.rstrip("\n"))
+    if result.value is not None:
+        parts.append(f"Out: {result.value}")
+    return "\n".join(parts) if parts else "(no output)"
+
+
+_FAILURES = {
+    "error": "your code raised an exception",
+    "timeout": "your code ran past its time limit and was interrupted",
+    "oom": "your code ran out of memory",
+    "crash": "the interpreter crashed while running your code",
+}
+
+
+def _failure_text(result: Any) -> str:
+    lines = [f"{_FAILURES.get(result.status, result.status)}: {result.error or ''}".rstrip(": ")]
+    if result.stdout:
+        lines.append("[stdout]\n" + result.stdout.rstrip("\n"))
+    if result.stderr:
+        lines.append("[stderr]\n" + result.stderr.rstrip("\n"))
+    return "\n".join(lines)
+
+
+def _templates_digest() -> str:
+    h = hashlib.sha256()
+    for t in TEMPLATES:
+        h.update(json.dumps([t.id, t.tier, t.wording, t.code, repr(t.schema), dict(t.knobs),
+                             t.allow_rename, t.allow_missing, t.missing_rates]).encode())
+    return h.hexdigest()[:16]
+
+
+class DataAnalysisEnv(ToolEnv):
+    """Pandas analysis questions over real tables, with a sandboxed ``python`` tool.
+
+    Args:
+        tier: 1-4 to draw only that tier's templates; None draws tiers uniformly.
+        template: a template id (e.g. ``"t4_ols"``) to draw only that template.
+        backend: ``"docker"``, ``"process"`` or ``"auto"``; None follows
+            ``AGENTGYM_SANDBOX`` (the sandboxes package decides).
+        python_timeout_s: deadline of one ``python`` cell inside the sandbox.
+        max_turns: steps before truncation (the oracle needs two).
+        **kwargs: see :class:`agentgym.ToolEnv` (parser, split, budgets).
+    """
+
+    env_name = "DataAnalysis"
+    env_version = 0
+    reset_options: ClassVar[frozenset[str]] = frozenset({"task_id"})
+
+    def __init__(
+        self,
+        tier: int | None = None,
+        template: str | None = None,
+        *,
+        backend: Backend | None = None,
+        python_timeout_s: float = 30.0,
+        max_turns: int = 10,
+        generator: GeneratorConfig | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if tier is not None and tier not in (1, 2, 3, 4):
+            raise ConfigError(f"Expected tier 1, 2, 3, 4 or None, actual value: {tier!r}")
+        if template is not None:
+            try:
+                template_by_id(template)
+            except KeyError as e:
+                raise ConfigError(str(e)) from None
+        if python_timeout_s <= 0:
+            raise ConfigError(f"Expected python_timeout_s > 0, actual value: {python_timeout_s}")
+        self.tier = tier
+        self.template = template
+        self.backend = backend
+        self.python_timeout_s = python_timeout_s
+        self.generator = generator or GeneratorConfig()
+        self._pool: Any = None
+        self._sandbox: Any = None
+        self._state_lost = False
+        super().__init__(max_turns=max_turns, **kwargs)
+
+    # ---- tasks ----------------------------------------------------------------
+    @property
+    def _scope(self) -> str:
+        return self.template or (f"t{self.tier}" if self.tier else "all")
+
+    def _question(self, scope: str, seed: int) -> Question:
+        rng = np.random.default_rng(seed)
+        if scope == "all":
+            return generate_question(rng, config=self.generator)
+        if scope[0] == "t" and scope[1:].isdigit():
+            return generate_question(rng, tier=int(scope[1:]), config=self.generator)
+        return generate_question(rng, template_id=scope, config=self.generator)
+
+    def _new_task(self, rng: np.random.Generator, options: dict[str, Any]) -> DataAnalysisTask:
+        if "task_id" in options:
+            match = _TASK_ID.match(str(options["task_id"]))
+            if match is None:
+                raise ConfigError(
+                    f"Expected a task_id like 'da-all-123' or 'da-t2-7', actual value: {options['task_id']!r}"
+                )
+            scope, seed = match.group(1), int(match.group(2))
+        else:
+            scope, seed = self._scope, int(rng.integers(0, 2**62))
+        return DataAnalysisTask(f"da-{scope}-{seed}", self._question(scope, seed))
+
+    # ---- resources ------------------------------------------------------------
+    async def _start_episode(self, task: DataAnalysisTask) -> None:
+        from sandboxes.errors import SandboxError
+
+        self._state_lost = False
+        self._pool = await _shared_pool(self.backend)
+        try:
+            self._sandbox = await self._pool.acquire()
+        except SandboxError as e:
+            raise InfraError(f"no sandbox for the episode: {e}") from e
+        await self._remember_facts(self._sandbox)
+        try:
+            for name, data in task.question.files.items():
+                await self._sandbox.upload(name, data)
+        except SandboxError as e:
+            await self._end_episode()
+            raise InfraError(f"could not upload the episode's files: {e}") from e
+
+    async def _end_episode(self) -> None:
+        sandbox, self._sandbox = self._sandbox, None
+        if sandbox is not None and self._pool is not None:
+            await self._pool.release(sandbox)
+
+    async def _remember_facts(self, sandbox: Any) -> None:
+        if self.backend in _sandbox_facts:
+            return
+        backend_facts = {k: v for k, v in self._pool.describe().items() if k != "pool"}
+        versions = dict(sandbox.describe().get("versions", {}))
+        _sandbox_facts[self.backend] = {**backend_facts, "versions": versions}
+
+    # ---- tools ----------------------------------------------------------------
+    def _tools(self, task: DataAnalysisTask | None) -> list[Tool]:
+        async def python(code: str) -> str:
+            return await self._run_python(code)
+
+        async def answer(**_: Any) -> str:
+            return "Answer recorded."
+
+        if task is None:
+            answer_schema: dict[str, Any] = {
+                "type": "object",
+                "description": "The question states the fields: 'value' or named fields.",
+            }
+        else:
+            answer_schema = task.question.schema.json_schema()
+        return [
+            Tool("python",
+                 "Run Python code in your persistent sandbox (variables, imports and files are "
+                 "kept across calls; pandas and numpy are installed; the data files are in the "
+                 "working directory). Returns stdout, stderr and the value of the last expression.",
+                 {"type": "object", "properties": {"code": {"type": "string"}},
+                  "required": ["code"], "additionalProperties": False},
+                 python, max_output_chars=8000, timeout_s=self.python_timeout_s + 15.0,
+                 max_retries=2),
+            Tool(ANSWER_TOOL,
+                 "Give the final answer with exactly the fields the question asks for (numbers as "
+                 "JSON numbers). Ends the episode.",
+                 answer_schema, answer, max_output_chars=200, timeout_s=5.0),
+        ]
+
+    async def _run_python(self, code: str) -> str:
+        from sandboxes.errors import SandboxClosedError, SandboxError
+
+        if self._state_lost:
+            raise InfraError("the sandbox lost this episode's state earlier; the episode cannot continue")
+        if self._sandbox is None:
+            raise InfraError("the episode holds no sandbox")
+        try:
+            result = await self._sandbox.run(code, timeout=self.python_timeout_s)
+        except (SandboxError, SandboxClosedError) as e:
+            raise InfraError(f"sandbox failure: {e}") from e
+        if result.state_lost:
+            self._state_lost = True
+            raise InfraError("the sandbox was replaced and this episode's state could not be restored")
+        if result.status != "ok":
+            raise AgentError(_failure_text(result))
+        return format_exec_result(result)
+
+    # ---- prompts --------------------------------------------------------------
+    def _system_prompt(self) -> str:
+        return ("You are a data analyst. Answer the user's question about the CSV files by running "
+                "pandas code with the python tool, then give the final answer with the answer tool. "
+                "Follow the question's instructions on missing values, bounds, rounding and ties exactly.")
+
+    def _prompt(self, task: DataAnalysisTask) -> str:
+        q = task.question
+        files = "\n".join(f"- {f.describe()}" for f in q.file_info)
+        return f"Files in your working directory:\n{files}\n\nQuestion: {q.text}"
+
+    # ---- scoring --------------------------------------------------------------
+    def _score(self, task: DataAnalysisTask, answer_args: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+        q = task.question
+        score = score_answer(q.schema, answer_args, q.truth)
+        diagnostics = {"tier": q.tier, "template": q.template_id, **score.diagnostics()}
+        if score.reward and self._answer_has_duplicate_keys():
+            diagnostics.update(score_reason="duplicate keys in the answer", correct_fraction=0.0)
+            return 0.0, diagnostics
+        return score.reward, diagnostics
+
+    def _answer_has_duplicate_keys(self) -> bool:
+        """JSON parsing keeps the last of duplicated keys; look at the raw call text."""
+        last = next((m for m in reversed(self.transcript) if m["role"] == "assistant"), None)
+        if last is None:
+            return False
+        for block in re.findall(r"<tool_call>(.*?)</tool_call>", last["content"], flags=re.S):
+            try:
+                parse_answer_json(block.strip())
+            except DuplicateKeyError:
+                if re.search(r'"name"\s*:\s*"answer"', block):
+                    return True
+            except ValueError:
+                continue
+        return False
+
+    # ---- fingerprint ----------------------------------------------------------
+    def _fingerprint_fields(self) -> dict[str, Any]:
+        return {
+            "task_source": "tasks.data_analysis/v1",
+            "manifest_sha256": manifest_digest(),
+            "templates": _templates_digest(),
+            "scope": self._scope,
+            "generator": asdict(self.generator),
+            "python_timeout_s": self.python_timeout_s,
+            "sandbox": self._facts_for_fingerprint(),
+        }
+
+    def _facts_for_fingerprint(self) -> dict[str, Any]:
+        if self.backend not in _sandbox_facts and not in_runtime_loop():
+            run_sync(self._probe_facts())
+        return _sandbox_facts.get(self.backend, {"unresolved": True})
+
+    async def _probe_facts(self) -> None:
+        from sandboxes.errors import SandboxError
+
+        pool = await _shared_pool(self.backend)
+        try:
+            async with pool.sandbox() as sandbox:
+                self._pool = self._pool or pool
+                backend_facts = {k: v for k, v in pool.describe().items() if k != "pool"}
+                _sandbox_facts.setdefault(self.backend, {
+                    **backend_facts, "versions": dict(sandbox.describe().get("versions", {}))})
+        except SandboxError as e:
+            raise InfraError(f"could not probe the sandbox for the fingerprint: {e}") from e
+
+    # ---- oracle ---------------------------------------------------------------
+    def oracle_action(self) -> str:
+        """Run the reference code in the sandbox, then answer what it printed.
+
+        The answer comes from the sandbox's output, never from the host's truth, so the
+        oracle's score measures the environment end to end (including library versions).
+        """
+        task: DataAnalysisTask = self.task
+        ran = [r for r in self.last_results if r.name == "python" and r.status == "ok"]
+        if not ran:
+            call = {"name": "python", "arguments": {"code": task.question.oracle_code()}}
+            return f"<tool_call>{json.dumps(call)}</tool_call>"
+        stdout = ran[-1].output.split("\n[stderr]\n")[0]
+        value = json.loads(stdout.strip().splitlines()[-1])
+        call = {"name": ANSWER_TOOL, "arguments": answer_arguments(task.question.schema, value)}
+        return f"<tool_call>{json.dumps(call)}</tool_call>"

@@ -1,0 +1,186 @@
+"""DataAnalysis-v0 through a real sandbox: ProcessSandbox here, Docker under the marker."""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import pytest
+
+import agentgym  # noqa: F401 - registers the ids
+from agentgym.envs.data_analysis import DataAnalysisEnv, close_shared_pools
+from agentgym.errors import ConfigError
+from agentgym.policies import oracle_policy
+from agentgym.runner import run_episodes
+from agentgym.runtime import run_sync
+from sandboxes.errors import SandboxCrashedError
+from sandboxes.protocol import ExecResult
+
+ENV_ID = "agentgym/DataAnalysis-v0"
+
+
+@pytest.fixture(autouse=True)
+def _process_sandbox(monkeypatch):
+    monkeypatch.setenv("AGENTGYM_SANDBOX", "process")  # unit tests need no Docker
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_pools_after_module():
+    yield
+    run_sync(close_shared_pools())  # leave no sandbox running after the tests
+
+
+@pytest.fixture
+def env():
+    e = gym.make(ENV_ID)
+    yield e.unwrapped
+    e.close()
+
+
+def call(name: str, **arguments) -> str:
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
+
+
+def oracle_episode(env: DataAnalysisEnv, seed: int) -> dict:
+    env.reset(seed=seed)
+    for _ in range(env.max_turns):
+        _, reward, terminated, truncated, info = env.step(env.oracle_action())
+        if terminated or truncated:
+            return info
+    raise AssertionError("oracle did not finish")
+
+
+@pytest.mark.parametrize("tier", [1, 2, 3, 4])
+def test_oracle_solves_every_tier_through_process_sandbox(tier):
+    report = run_episodes(ENV_ID, oracle_policy, episodes=12, concurrency=3, seed=1000 * tier,
+                          env_kwargs={"tier": tier})
+    assert report.lost == [] and report.infra_failed == 0
+    failures = [(e.task_id, e.info.get("score_reason")) for e in report.episodes if not e.success]
+    assert failures == []
+    assert {e.info["tier"] for e in report.episodes} == {tier}
+
+
+def test_first_observation_lists_files_columns_and_rows(env):
+    obs, info = env.reset(seed=5)
+    q = env.task.question
+    for f in q.file_info:
+        assert f.name in obs and f"({f.rows} rows)" in obs
+        assert ", ".join(f.columns) in obs
+    assert q.text in obs
+    names = [t["function"]["name"] for t in info["tools"]]
+    assert names == ["python", "answer"]
+    answer_params = info["tools"][1]["function"]["parameters"]
+    assert answer_params == q.schema.json_schema()
+
+
+def test_reset_is_deterministic_and_task_id_replays(env):
+    obs1, info1 = env.reset(seed=42)
+    obs2, info2 = env.reset(seed=42)
+    assert obs1 == obs2 and info1["task_id"] == info2["task_id"]
+    truth = env.task.question.truth
+    obs3, _ = env.reset(options={"task_id": info1["task_id"]})
+    assert obs3 == obs1 and env.task.question.truth == truth
+    with pytest.raises(ConfigError):
+        env.reset(options={"task_id": "nonsense"})
+
+
+def test_only_the_data_files_reach_the_sandbox(env):
+    env.reset(seed=3)
+    obs, *_ = env.step(call("python", code="import os\nprint(sorted(os.listdir('.')))"))
+    assert obs.count(".csv") == len(env.task.question.files)
+    for name in env.task.question.files:
+        assert name in obs
+
+
+def test_state_persists_across_turns_and_code_errors_are_agent_errors(env):
+    env.reset(seed=4)
+    env.step(call("python", code="x = 41"))
+    obs, *_ = env.step(call("python", code="x + 1"))
+    assert "Out: 42" in obs
+    obs, reward, terminated, truncated, info = env.step(call("python", code="1/0"))
+    assert "ZeroDivisionError" in obs and not (terminated or truncated)
+    assert info["tool_results"][0]["status"] == "agent_error"
+
+
+def test_wrong_and_malformed_answers(env):
+    env.reset(seed=7)
+    q = env.task.question
+    extra = dict(q.schema.json_schema()["properties"])
+    bad_keys = {k: 0 for k in extra} | {"also": 1}
+    _, reward, terminated, _, info = env.step(call("answer", **bad_keys))
+    assert not terminated and info["tool_results"][0]["status"] == "invalid_args"
+    wrong = {"int": 10**9, "float": 1e12, "str": "definitely not", "list": ["zz_none"]}
+    if q.schema.kind == "fields":
+        args = {f.name: wrong[f.kind] for f in q.schema.fields}
+    else:
+        args = {"value": wrong[q.schema.kind]}
+    _, reward, terminated, _, info = env.step(call("answer", **args))
+    assert terminated and reward == 0.0 and info["success"] is False
+
+
+def test_duplicate_keys_in_the_answer_call_score_zero(env):
+    env.reset(seed=8, options=None)
+    q = env.task.question
+    args = json.dumps({"value": q.truth}) if q.schema.kind != "fields" else json.dumps(q.truth)
+    first_key = q.schema.keys()[0]
+    dup = args[:-1] + f', "{first_key}": ' + json.dumps(args and json.loads(args)[first_key]) + "}"
+    text = '<tool_call>{"name": "answer", "arguments": ' + dup + "}</tool_call>"
+    _, reward, terminated, _, info = env.step(text)
+    assert terminated and reward == 0.0 and "duplicate" in info["score_reason"]
+
+
+def test_the_truth_scores_one(env):
+    env.reset(seed=8)
+    q = env.task.question
+    args = {"value": q.truth} if q.schema.kind != "fields" else dict(q.truth)
+    _, reward, terminated, _, info = env.step(call("answer", **args))
+    assert terminated and reward == 1.0 and info["correct_fraction"] == 1.0
+
+
+async def _lost_state(code, timeout=None):
+    return ExecResult(status="ok", stdout="", state_lost=True)
+
+
+async def _dead(code, timeout=None):
+    raise SandboxCrashedError("container vanished")
+
+
+@pytest.mark.parametrize("fake_run", [_lost_state, _dead], ids=["state_lost", "crashed"])
+def test_sandbox_failures_flag_the_episode_instead_of_scoring_it(env, fake_run, monkeypatch):
+    env.reset(seed=9)
+    monkeypatch.setattr(env._sandbox, "run", fake_run)  # the lease is real; only its run fails
+    _, reward, terminated, truncated, info = env.step(call("python", code="1"))
+    assert truncated and not terminated and reward == 0.0
+    assert info["infra_failed"] is True and info["tool_results"][0]["status"] == "infra_error"
+    env.reset(seed=10)  # the next episode gets a working sandbox
+    obs, *_ = env.step(call("python", code="6 * 7"))
+    assert "Out: 42" in obs
+
+
+def test_fingerprint_records_sandbox_versions_and_manifest(env):
+    fields = env.fingerprint.fields
+    assert fields["sandbox"]["backend"] == "process"
+    assert {"pandas", "numpy"} <= set(fields["sandbox"]["versions"])
+    assert len(fields["manifest_sha256"]) == 64
+    other = DataAnalysisEnv(tier=2)
+    assert str(other.fingerprint) != str(env.fingerprint)
+
+
+def test_constructor_validates():
+    with pytest.raises(ConfigError):
+        DataAnalysisEnv(tier=5)
+    with pytest.raises(ConfigError):
+        DataAnalysisEnv(template="no_such_template")
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("tier", [1, 2, 3, 4])
+def test_oracle_through_docker_sandboxes(tier, monkeypatch):
+    monkeypatch.delenv("AGENTGYM_SANDBOX", raising=False)
+    report = run_episodes(ENV_ID, oracle_policy, episodes=16, concurrency=8, seed=5000 * tier,
+                          env_kwargs={"tier": tier, "backend": "docker"})
+    assert report.lost == [] and report.infra_failed == 0
+    assert report.success_rate == 1.0
+    env = gym.make(ENV_ID, backend="docker").unwrapped
+    assert env.fingerprint.fields["sandbox"]["backend"] == "docker"
+    assert {"pandas", "numpy"} <= set(env.fingerprint.fields["sandbox"]["versions"])
