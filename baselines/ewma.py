@@ -45,6 +45,18 @@ def ewma_age_for_batch_size(age: float, reference_batch_size: int, batch_size: i
     return age * reference_batch_size / batch_size
 
 
+def _reshard(module: nn.Module) -> None:
+    """FSDP2 may leave the root's parameters gathered after a forward; shard them again
+    so policy and average hold matching local shards."""
+    for sub in module.modules():
+        if hasattr(sub, "reshard") and callable(sub.reshard):
+            sub.reshard()
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
 class EWMAModel:
     """A frozen copy of a policy whose weights track the EWMA of the policy's weights.
 
@@ -71,8 +83,11 @@ class EWMAModel:
         """Fold the policy's current weights into the average (call after each step)."""
         self.total_weight = self.decay * self.total_weight + 1.0
         step = 1.0 / self.total_weight
+        _reshard(self.module)
+        _reshard(policy)
         for mine, theirs in zip(self.module.parameters(), policy.parameters(), strict=True):
-            mine.lerp_(theirs.detach().to(device=mine.device, dtype=mine.dtype), step)
+            mine, theirs = _local(mine), _local(theirs.detach())
+            mine.lerp_(theirs.to(device=mine.device, dtype=mine.dtype), step)
         self.num_updates += 1
 
     def memory_bytes(self) -> int:

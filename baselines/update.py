@@ -86,9 +86,11 @@ class PolicyUpdater:
     def _logprobs_no_grad(self, model: nn.Module, batch: TokenBatch) -> torch.Tensor:
         out = torch.zeros_like(batch.engine_logprobs)
         for rows in self._micro_rows(batch):
-            mb = batch.select(rows)
+            empty = len(rows) == 0  # still run a forward: FSDP2 all-gathers are collective
+            mb = batch.select(rows if not empty else torch.arange(1, device=rows.device))
             logp, _ = sequence_logprobs(model, mb.input_ids, mb.attention_mask, temperature=self.temperature)
-            out[rows, : logp.shape[1]] = logp.to(out.dtype)
+            if not empty:
+                out[rows, : logp.shape[1]] = logp.to(out.dtype)
         return out
 
     def _micro_rows(self, batch: TokenBatch) -> Iterator[torch.Tensor]:

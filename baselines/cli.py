@@ -1,0 +1,64 @@
+"""Plain functions behind ``agentgym train`` and ``agentgym plot`` (wired by agentgym.cli).
+
+Cheap to import: torch and transformers are imported inside the functions. Unlike the
+library, these configure logging and print, because they are the user-facing edge.
+"""
+
+from __future__ import annotations
+
+import logging
+
+__all__ = ["train_command", "plot_command"]
+
+
+def _console():
+    from rich.console import Console
+
+    return Console()
+
+
+def train_command(config: str, overrides: list[str]) -> int:
+    """``agentgym train --config X.yaml key=value ...``; returns a process exit code."""
+    from baselines.config import load_config
+    from baselines.errors import BaselinesError
+
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    console = _console()
+    try:
+        cfg = load_config(config, overrides)
+    except BaselinesError as e:
+        console.print(f"[red]config error:[/red] {e}")
+        return 2
+    from baselines.trainer import Trainer
+
+    keys = ("reward/success_rate", "eval/success_rate", "reward/mean", "loss/policy", "policy/entropy",
+            "loss/approx_kl_prox", "mismatch/logprob_abs_diff_max", "perf/rollout_tokens_per_s", "perf/train_tokens_per_s")
+
+    def show(step: int, metrics: dict[str, float]) -> None:
+        shown = "  ".join(f"{k.split('/')[-1]}={metrics[k]:.4g}" for k in keys if metrics.get(k) is not None)
+        console.print(f"[bold]step {step}[/bold]  {shown}")
+
+    trainer = Trainer(cfg, on_metrics=show)
+    try:
+        summary = trainer.train()
+    finally:
+        trainer.close()
+    console.print({k: round(v, 4) for k, v in summary.items()})
+    console.print(f"metrics: {cfg.log.run_dir}/metrics.jsonl; curves: agentgym plot {cfg.log.run_dir}")
+    return 0
+
+
+def plot_command(run_dir: str) -> int:
+    """``agentgym plot RUN_DIR``: PNG curves into ``RUN_DIR/plots``."""
+    from baselines.errors import BaselinesError
+    from baselines.plot import plot_run
+
+    console = _console()
+    try:
+        paths = plot_run(run_dir)
+    except BaselinesError as e:
+        console.print(f"[red]{e}[/red]")
+        return 2
+    for p in paths:
+        console.print(f"wrote {p}")
+    return 0

@@ -1,0 +1,74 @@
+"""One process of the distributed-equivalence test (run by test_distributed.py).
+
+Usage: python dist_worker.py STRATEGY OUT_FILE  (with RANK/WORLD_SIZE/MASTER_* set, or
+WORLD_SIZE=1 for the single-process reference).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+
+
+def make_model() -> torch.nn.Module:
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    cfg = Qwen2Config(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
+                      num_key_value_heads=1, max_position_embeddings=64, tie_word_embeddings=False)
+    return Qwen2ForCausalLM(cfg)
+
+
+def make_batch():
+    from baselines.trajectory import TokenBatch
+
+    g = torch.Generator().manual_seed(1)
+    n, t = 5, 12
+    ids = torch.randint(1, 64, (n, t), generator=g)
+    lengths = torch.tensor([12, 9, 11, 7, 10])
+    attn = (torch.arange(t)[None] < lengths[:, None]).long()
+    mask = attn.float() * (torch.arange(t)[None] >= 4).float()  # 4 prompt tokens
+    engine_lp = -torch.rand(n, t, generator=g) * 3 * mask
+    adv = torch.tensor([1.0, -0.5, 0.3, -1.2, 0.8])
+    return TokenBatch(ids, attn, mask, engine_lp, adv)
+
+
+def main(strategy: str, out: str) -> None:
+    from baselines.config import AlgoConfig
+    from baselines.distributed import full_state_dict, init_distributed, shard_like, wrap_model
+    from baselines.ewma import EWMAModel
+    from baselines.update import PolicyUpdater
+
+    torch.set_num_threads(1)
+    info = init_distributed(strategy, device="cpu", backend="gloo")
+    model = make_model()
+    ewma = EWMAModel(model, age=1.0)
+    if info.strategy == "fsdp2":
+        shard_like(ewma.module, info)
+    wrapped = wrap_model(model, info)
+    opt = torch.optim.AdamW(wrapped.parameters(), lr=1e-2)
+    algo = AlgoConfig(proximal="ewma", epochs=2, num_minibatches=1, micro_batch_size=2, lr=1e-2, imp_samp_max=3.0)
+    batch = make_batch()
+    if info.world_size > 1:  # rank 0: rows 0..2, rank 1: rows 3..4 (unequal on purpose)
+        rows = torch.arange(0, 3) if info.rank == 0 else torch.arange(3, 5)
+        batch = batch.select(rows)
+    metrics = PolicyUpdater(wrapped, opt, ewma, algo, info).update(batch, generator=torch.Generator().manual_seed(0))
+    state = {k: v.detach().clone() for k, v in full_state_dict(wrapped, info).items()}
+    if info.strategy == "fsdp2":
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        ewma_state = get_model_state_dict(ewma.module, options=StateDictOptions(full_state_dict=True))
+    else:
+        ewma_state = ewma.module.state_dict()
+    if info.rank == 0:
+        torch.save({"policy": state, "ewma": {k: v.detach().clone() for k, v in ewma_state.items()}, "loss": metrics["loss/policy"]}, out)
+    if info.world_size > 1:
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.getcwd())
+    main(sys.argv[1], sys.argv[2])
