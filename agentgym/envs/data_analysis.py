@@ -47,12 +47,19 @@ Backend = Literal["auto", "docker", "process"]
 _TASK_ID = re.compile(r"^da-(all|t[1-4]|[a-z0-9_]+)-(\d+)$")
 
 
-@dataclass(frozen=True)
+@dataclass
 class DataAnalysisTask:
-    """One episode's task. ``task_id`` (``da-<scope>-<seed>``) regenerates it exactly."""
+    """One episode's task. ``task_id`` (``da-<scope>-<seed>``) regenerates it exactly.
+
+    ``question`` is generated when the episode starts, in a worker thread: drawing a
+    question runs pandas on the host for tens of milliseconds, which must not stall the
+    event loop that every env's tool calls share.
+    """
 
     task_id: str
-    question: Question
+    scope: str
+    seed: int
+    question: Question | None = None
 
 
 # ---- the shared pool -------------------------------------------------------------
@@ -204,13 +211,15 @@ class DataAnalysisEnv(ToolEnv):
             scope, seed = match.group(1), int(match.group(2))
         else:
             scope, seed = self._scope, int(rng.integers(0, 2**62))
-        return DataAnalysisTask(f"da-{scope}-{seed}", self._question(scope, seed))
+        return DataAnalysisTask(f"da-{scope}-{seed}", scope, seed)
 
     # ---- resources ------------------------------------------------------------
     async def _start_episode(self, task: DataAnalysisTask) -> None:
         from sandboxes.errors import SandboxError
 
         self._state_lost = False
+        if task.question is None:
+            task.question = await asyncio.to_thread(self._question, task.scope, task.seed)
         self._pool = await _shared_pool(self.backend)
         try:
             self._sandbox = await self._pool.acquire()
