@@ -25,6 +25,7 @@ from typing import Any, Literal
 import gymnasium as gym
 
 from agentgym.env import ANSWER_TOOL
+from agentgym.readiness.lifecycle import aclose_shared_resources
 from agentgym.readiness.reward_kit import ATTACK_CATEGORIES, Attack, build_attacks
 from agentgym.readiness.scoring import (
     OracleAnswer,
@@ -34,6 +35,7 @@ from agentgym.readiness.scoring import (
     oracle_answer,
     score_answer,
 )
+from agentgym.runtime import run_sync
 
 __all__ = ["Verdict", "AttackResult", "AuditReport", "audit_reward", "render_attack_action"]
 
@@ -127,23 +129,40 @@ def _scorer_level(env: Any, oracle: OracleAnswer, attack: Attack) -> tuple[float
     return reward, None, problem
 
 
-def _episode_level(env: Any, oracle: OracleAnswer, attack: Attack) -> tuple[float | None, str, bool]:
-    """Reward of a fresh episode of the same task whose first action is the attack."""
-    base = base_env(env)
-    action = render_attack_action(attack, base.parser.name)
-    if action is None:
-        return None, f"not expressible with the {base.parser.name} parser", False
-    env.reset(seed=oracle.seed)
-    if base.task.task_id != oracle.task.task_id:
-        raise RuntimeError(f"reset(seed={oracle.seed}) gave task {base.task.task_id}, expected {oracle.task.task_id}: "
-                           "the env is not deterministic in its seed")
-    try:
-        _, reward, terminated, truncated, info = env.step(action)
-    except Exception:  # noqa: BLE001 - an exception here would be a lost episode in training
-        return None, traceback.format_exc(limit=3), True
-    statuses = [r["status"] for r in info.get("tool_results", []) if r["name"] == ANSWER_TOOL]
-    note = f"answer status {','.join(statuses) or 'none'}" + (", episode ended" if terminated or truncated else "")
-    return float(reward), note, False
+class _Episode:
+    """An episode of one task that attacks are played in.
+
+    An attack that the env turns away without ending the episode (a parse error, a
+    schema error) leaves it running, and the next attack is played in the same episode;
+    a new one (same seed, same task) starts only when the last one ended. This keeps the
+    audit of envs with costly resets (a sandbox per episode) affordable.
+    """
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self.live_seed: int | None = None
+
+    def play(self, oracle: OracleAnswer, attack: Attack) -> tuple[float | None, str, bool]:
+        base = base_env(self.env)
+        action = render_attack_action(attack, base.parser.name)
+        if action is None:
+            return None, f"not expressible with the {base.parser.name} parser", False
+        if self.live_seed != oracle.seed:
+            self.env.reset(seed=oracle.seed)
+            self.live_seed = oracle.seed
+            if base.task.task_id != oracle.task.task_id:
+                raise RuntimeError(f"reset(seed={oracle.seed}) gave task {base.task.task_id}, expected "
+                                   f"{oracle.task.task_id}: the env is not deterministic in its seed")
+        try:
+            _, reward, terminated, truncated, info = self.env.step(action)
+        except Exception:  # noqa: BLE001 - an exception here would be a lost episode in training
+            self.live_seed = None
+            return None, traceback.format_exc(limit=3), True
+        if terminated or truncated:
+            self.live_seed = None
+        statuses = [r["status"] for r in info.get("tool_results", []) if r["name"] == ANSWER_TOOL]
+        note = f"answer status {','.join(statuses) or 'none'}" + (", episode ended" if terminated or truncated else "")
+        return float(reward), note, False
 
 
 def _verdict(scorer: float | None, episode: float | None, crashed: bool) -> Verdict:
@@ -173,13 +192,15 @@ def audit_reward(env_id: str, tasks: int = 20, seed: int = 0, *, env_kwargs: dic
             except OracleFailedError as e:
                 report.oracle_failures.append(str(e))
         pool = [v for o in oracles for v in o.arguments.values()]
+        episode = _Episode(env)
         for o in oracles:
             for attack in build_attacks(o.arguments, o.question, pool):
                 scorer, error, problem = _scorer_level(env, o, attack)
-                episode, note, crashed = _episode_level(env, o, attack)
+                paid, note, crashed = episode.play(o, attack)
                 report.results.append(AttackResult(o.task.task_id, attack.name, attack.category, scorer, error,
-                                                   problem, episode, note, _verdict(scorer, episode, crashed)))
+                                                   problem, paid, note, _verdict(scorer, paid, crashed)))
     finally:
         if own:
             env.close()
+            run_sync(aclose_shared_resources(env))
     return report

@@ -38,6 +38,7 @@ from agentgym.errors import ConfigError, InfraError
 from agentgym.readiness.adversarial import AdversarialAction, MixedPolicy, adversarial_actions
 from agentgym.readiness.containers import ContainerCount, count_containers, wait_for_containers
 from agentgym.readiness.faults import FaultInjector, FaultPlan
+from agentgym.readiness.lifecycle import aclose_shared_resources
 from agentgym.readiness.services import RetrieverProcess
 from agentgym.runtime import run_sync
 from agentgym.telemetry import Telemetry
@@ -312,7 +313,9 @@ async def _arun(config: StressConfig, env_kwargs: dict[str, Any], service: Retri
             except Exception as e:  # noqa: BLE001
                 report.notes.append(f"releasing an env failed: {type(e).__name__}: {e}")
         await injector.aclose()
-        await _close_shared_resources(envs[0].unwrapped, report)
+        problem = await aclose_shared_resources(envs[0])
+        if problem:
+            report.notes.append(problem)
         for env in [*envs, *retired]:
             env.close()
     report.outcomes.sort(key=lambda o: o.index)
@@ -321,18 +324,6 @@ async def _arun(config: StressConfig, env_kwargs: dict[str, Any], service: Retri
     report.faults_missed = dict(injector.missed)
     report.fingerprint = str(envs[0].unwrapped._fingerprint or "")  # noqa: SLF001 - computed during the run
     return report
-
-
-async def _close_shared_resources(base: ToolEnv, report: StressReport) -> None:
-    """Close process-wide pools the env's module exposes (``close_shared_pools``), so that
-    warm but idle sandboxes are not counted as leaks."""
-    module = importlib.import_module(type(base).__module__)
-    closer = getattr(module, "close_shared_pools", None)
-    if closer is not None and inspect.iscoroutinefunction(closer):
-        try:
-            await asyncio.wait_for(closer(), 120)
-        except Exception as e:  # noqa: BLE001
-            report.notes.append(f"closing shared pools failed: {type(e).__name__}: {e}")
 
 
 async def _episode(env: Any, index: int, config: StressConfig, policy_for: Any, injector: FaultInjector,
