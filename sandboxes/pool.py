@@ -71,8 +71,8 @@ class PoolConfig:
     max_live: int | None = None
     """Cap on sandboxes alive at once (idle + leased + starting); None for no cap."""
     max_parallel_creations: int = 4
-    """Sandboxes started at the same time; starting many at once on a small machine
-    only makes each one slower."""
+    """Sandboxes started or reset at the same time; starting many at once on a small
+    machine only makes each one slower (and can starve them into timeouts)."""
     max_episodes: int = 50
     """A sandbox is closed and replaced after serving this many episodes."""
     acquire_timeout_s: float = 600.0
@@ -129,6 +129,7 @@ class SandboxPool:
         self._started = False
         self._closed = False
         self._start_lock = asyncio.Lock()
+        self._startups = asyncio.Semaphore(self.config.max_parallel_creations)
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> "SandboxPool":
@@ -259,7 +260,8 @@ class SandboxPool:
 
     async def _reset_and_return(self, sandbox: Any) -> None:
         try:
-            await sandbox.reset()
+            async with self._startups:  # a reset starts a fresh interpreter: same cost as a start
+                await sandbox.reset()
         except Exception as e:
             log.warning("reset of sandbox %s failed (%s); replacing it", sandbox.id, e)
             await self._close_one(sandbox)
@@ -287,7 +289,8 @@ class SandboxPool:
     async def _create_one(self) -> None:
         failed = False
         try:
-            sandbox = await self._retrying(self.backend.create)
+            async with self._startups:
+                sandbox = await self._retrying(self.backend.create)
         except asyncio.CancelledError:
             raise
         except Exception as e:

@@ -115,9 +115,10 @@ class SandboxConfig:
     grace_s: float = 0.05
     """After the deadline the code gets an interrupt; if it is still running after this
     long its process group is killed and a fresh interpreter replaces it."""
-    transport_slack_s: float = 5.0
-    """Host-side allowance beyond the deadline before the supervisor is declared hung
-    and the sandbox killed from outside."""
+    transport_slack_s: float = 20.0
+    """The supervisor sends a heartbeat every second while it works; silence this long
+    means it is hung and the host kills the sandbox from outside. Generous, because a
+    heavily loaded machine can delay both ends by seconds."""
     preload: tuple[str, ...] = ("numpy", "pandas")
     """Modules imported by the interpreter before it is handed out."""
     env: tuple[tuple[str, str], ...] = ()
