@@ -262,10 +262,10 @@ class TeamEnv(ParallelEnv[str, str, str]):
         self._task = self._new_task(self.np_random, options)
         self._team_turn, self._final, self._started = 0, None, True
         self._episode_start = time.perf_counter()
+        await self._start_episode(self._task)  # before the tools, as in ToolEnv: it may complete the task
+        self._live_resources = True
         self.seats = {a: Seat(a, r, self._tools(a, self._task), self.parser, self.telemetry, self.max_action_chars)
                       for a, r in self.roles.items()}
-        await self._start_episode(self._task)
-        self._live_resources = True
         self.agents = list(self.possible_agents)
         observations, infos = {}, {}
         for agent, seat in self.seats.items():

@@ -118,5 +118,7 @@ def test_oracle_team_on_docker_sandboxes(docker_engine, monkeypatch):
     monkeypatch.setenv("AGENTGYM_SANDBOX", "docker")
     report = multi_agent.run_team_episodes("AnalysisReview-v0", "oracle", 4, concurrency=2, seed=1,
                                            env_kwargs={"backend": "docker"})
-    assert report.lost == [] and report.infra_failed == 0 and report.success_rate == 1.0
+    assert report.lost == [], report.lost[0][1]
+    failed = [e.info for e in report.episodes if not e.success]
+    assert report.infra_failed == 0 and report.success_rate == 1.0, failed
     assert report.fingerprint
