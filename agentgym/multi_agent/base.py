@@ -12,7 +12,8 @@ empty observation; whatever it should see is held back and delivered, in order, 
 step where it becomes active again. A training loop can therefore append every
 observation to the agent's conversation and generate only for active agents; actions of
 inactive agents, and missing actions, are ignored (a missing action of an active agent
-means "not this round", which costs no turn).
+means "not this round", which costs no turn). At reset every agent, active or not,
+receives its system prompt, tool listing and role prompt: the base of its conversation.
 
 Ending. The team ends together: an accepted final answer terminates every agent with the
 same team reward; the team turn limit, an essential agent out of turns or output budget,
@@ -54,6 +55,7 @@ __all__ = ["TeamEnv", "EndReason"]
 
 EndReason = Literal["answered", "infra_failed", "team_turn_limit", "agent_exhausted", "no_agreement", "stalled"]
 
+ResetResult = tuple[dict[str, str], dict[str, dict[str, Any]]]
 StepResult = tuple[dict[str, str], dict[str, float], dict[str, bool], dict[str, bool], dict[str, dict[str, Any]]]
 
 
@@ -229,7 +231,7 @@ class TeamEnv(ParallelEnv[str, str, str]):
             })
         return self._fingerprint
 
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult:
         return run_sync(self.areset(seed=seed, options=options))
 
     def step(self, actions: dict[str, Any]) -> StepResult:
@@ -245,7 +247,7 @@ class TeamEnv(ParallelEnv[str, str, str]):
         return "\n".join(f"[{a}:{m['role']}] {m['content']}" for a, s in self.seats.items() for m in s.transcript)
 
     # ------------------------------------------------------------- async API
-    async def areset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+    async def areset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult:
         """Start an episode. Unknown options are ignored with a warning (PettingZoo's
         conformance test passes arbitrary ones); raises ``InfraError`` when the episode's
         resources cannot be had."""
@@ -380,7 +382,8 @@ class TeamEnv(ParallelEnv[str, str, str]):
                 "active": self.is_active(agent), "turn": seat.turns, "team_turn": self._team_turn,
                 "infra_failed": any(s.infra_failed for s in self.seats.values())}
 
-    def _episode_info(self, agent: str, reason: EndReason, reward: float, diagnostics: dict[str, Any]) -> dict[str, Any]:
+    def _episode_info(self, agent: str, reason: EndReason, reward: float,
+                      diagnostics: dict[str, Any]) -> dict[str, Any]:
         infra = reason == "infra_failed"
         return {
             **self.seats[agent].episode_info(),

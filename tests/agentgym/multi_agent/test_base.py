@@ -110,8 +110,8 @@ def test_helper_out_of_turns_retires_but_gets_the_team_reward():
     for _ in range(2):  # helper_1 wastes its turns; helper_0 reveals then sends
         env.step({**env.oracle_actions(), "helper_1": idle})
     assert env.seats["helper_1"].retired and "helper_1" in env.agents and env.is_active("lead")
-    final = _finish(env, lambda e: {"lead": f'<tool_call>{{"name": "answer", "arguments": {{"answer": {e.task.secret}}}}}</tool_call>'})
-    assert final["helper_1"][:2] == (1.0, True)  # the answer is right (the lead cheats in this test)
+    final = _finish(env)  # the oracle lead answers the secret from the hidden task
+    assert final["helper_1"][:2] == (1.0, True)
     assert final["helper_1"][3]["retired"].startswith("used all 2 turns")
 
 

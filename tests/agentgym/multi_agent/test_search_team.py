@@ -5,7 +5,7 @@ import json
 import gymnasium as gym
 import pytest
 
-import agentgym  # noqa: F401 - registers Search-v0
+import agentgym  # noqa: F401 - registers Search-v0 with gymnasium
 from agentgym import multi_agent
 from agentgym.multi_agent.search_team import PLANNER
 from agentgym.multi_agent.testing import check_team_env
