@@ -35,11 +35,13 @@ def envs_command() -> int:
 def run_command(env_id: str, policy_name: str, episodes: int, concurrency: int, seed: int,
                 env_kwargs: dict[str, Any], json_out: bool) -> int:
     import agentgym  # noqa: F401 - registers the envs
+    from agentgym.multi_agent import is_multi_agent_env, run_team_episodes
     from agentgym.policies import get_policy
     from agentgym.runner import run_episodes
 
-    console = Console(stderr=json_out)
-    policy = get_policy(policy_name)
+    console = Console(stderr=json_out, width=None if sys.stdout.isatty() else 160)
+    if not is_multi_agent_env(env_id):
+        get_policy(policy_name)  # fail fast on an unknown policy name
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("success {task.fields[success]:.1%}"), TimeElapsedColumn(),
                   console=console, transient=json_out) as progress:
@@ -51,8 +53,12 @@ def run_command(env_id: str, policy_name: str, episodes: int, concurrency: int, 
             done["ok"] += int(rec.success)
             progress.update(bar, advance=1, success=done["ok"] / done["n"])
 
-        report = run_episodes(env_id, policy, episodes, concurrency, seed=seed,
-                              env_kwargs=env_kwargs, on_episode=on_episode)
+        if is_multi_agent_env(env_id):
+            report = run_team_episodes(env_id, policy_name, episodes, concurrency, seed=seed,
+                                       env_kwargs=env_kwargs, on_episode=on_episode)
+        else:
+            report = run_episodes(env_id, get_policy(policy_name), episodes, concurrency, seed=seed,
+                                  env_kwargs=env_kwargs, on_episode=on_episode)
     summary = report.summary()
     if json_out:
         print(json.dumps({**summary, "telemetry": report.telemetry.metrics()}, indent=2))
