@@ -58,6 +58,7 @@ class AgentLoop:
         self.chat = chat
         self.config = config
         self._rng = np.random.default_rng(0)
+        self.last_batch: RolloutBatch | None = None
 
     def collect(self, task_seeds: Sequence[int], group_size: int, sampling_seed: int | None = None) -> RolloutBatch:
         """Run one episode per env: env ``i`` plays task ``task_seeds[i // group_size]``."""
@@ -88,7 +89,8 @@ class AgentLoop:
             if not t.infra_failed:
                 telemetry.record_episode([k for k, c in t.tool_calls.items() if c], infos[i].get("tool_names", ()))
         self._check_drift(trajs, infos, stats)
-        return self._finish(trajs, telemetry, stats, time.perf_counter() - t0)
+        self.last_batch = self._finish(trajs, telemetry, stats, time.perf_counter() - t0)
+        return self.last_batch
 
     def _reset(self, envs: list[Any], seeds: list[int], group_size: int) -> tuple[list[Trajectory], list[dict[str, Any]]]:
         try:

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# GPU check for the baselines trainer (one H200, PyTorch + transformers preinstalled,
+# no internet, no vLLM). Target: under 8 minutes.
+#
+#   bash benchmarks/gpu_check.sh            # on the GPU machine
+#   bash benchmarks/gpu_check.sh --dry-run  # anywhere: CPU, tiny model, no installs
+#
+# Installs agentgym from this working tree with --no-deps, plus small wheels carried in
+# benchmarks/wheels/ (gitignored) with --no-index --find-links. Prepare them on a machine
+# with internet, for the GPU machine's Python version:
+#   pip download --only-binary=:all: --python-version 3.11 -d benchmarks/wheels \
+#       gymnasium farama-notifications cloudpickle tenacity jsonschema jsonschema-specifications \
+#       referencing rpds-py attrs tantivy typer rich pyyaml
+# Never installs torch (the machine's own build is used).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DRY_RUN=0
+for arg in "$@"; do
+  case "$arg" in
+    --dry-run) DRY_RUN=1 ;;
+    *) echo "usage: $0 [--dry-run]" >&2; exit 2 ;;
+  esac
+done
+PY="${PYTHON:-python}"
+if [ -x .venv/bin/python ] && [ "$DRY_RUN" = 1 ]; then PY=.venv/bin/python; fi
+RUN_DIR="${RUN_DIR:-$(mktemp -d)/gpu_check}"
+
+if [ "$DRY_RUN" = 0 ]; then
+  "$PY" -c "import torch, transformers; assert torch.cuda.is_available(), 'no CUDA device'; print('torch', torch.__version__, 'transformers', transformers.__version__, torch.cuda.get_device_name(0))"
+  if [ -d benchmarks/wheels ] && ls benchmarks/wheels/*.whl >/dev/null 2>&1; then
+    # Only what is missing; --no-deps keeps pip from reaching for torch or the network.
+    "$PY" -m pip install --quiet --no-index --find-links benchmarks/wheels --no-deps benchmarks/wheels/*.whl
+  else
+    echo "gpu_check: benchmarks/wheels/ is empty; assuming gymnasium, tenacity, jsonschema, tantivy, typer, rich, pyyaml are installed"
+  fi
+  "$PY" -m pip install --quiet --no-index --no-deps --no-build-isolation -e . 2>/dev/null \
+    || echo "gpu_check: editable install unavailable; using PYTHONPATH"
+  export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+  exec timeout 470 "$PY" -m baselines.gpu_check --run-dir "$RUN_DIR"
+else
+  export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+  exec timeout 600 "$PY" -m baselines.gpu_check --dry-run --run-dir "$RUN_DIR"
+fi
