@@ -133,6 +133,15 @@ def _failure_text(result: Any) -> str:
     return "\n".join(lines)
 
 
+def _host_versions() -> dict[str, str]:
+    """The ground truth is computed on the host, so its library versions matter too."""
+    import platform
+
+    import pandas
+
+    return {"python": platform.python_version(), "numpy": np.__version__, "pandas": pandas.__version__}
+
+
 def _templates_digest() -> str:
     h = hashlib.sha256()
     for t in TEMPLATES:
@@ -338,6 +347,7 @@ class DataAnalysisEnv(ToolEnv):
             "scope": self._scope,
             "generator": asdict(self.generator),
             "python_timeout_s": self.python_timeout_s,
+            "host_versions": _host_versions(),
             "sandbox": self._facts_for_fingerprint(),
         }
 

@@ -8,7 +8,8 @@ of its columns, which the question templates draw from:
 - ``category``: low-cardinality labels for filters and group-bys;
 - ``entity``: a column naming each row uniquely (``which X has the largest Y``);
 - ``date``: an ISO ``YYYY-MM-DD`` column for time resampling;
-- ``protected``: columns that never get missing values injected (keys, dates).
+- ``protected``: columns that never get missing values injected (keys, dates);
+- ``ratios``: pairs of columns whose ratio is a meaningful derived quantity.
 
 Tables are loaded once per process and checked against the manifest's sha256.
 """
@@ -44,6 +45,9 @@ class TableSpec:
     entity: str | None = None
     date: str | None = None
     protected: tuple[str, ...] = ()
+    ratios: tuple[tuple[str, str], ...] = ()
+    """(numerator, denominator) pairs whose ratio means something (tip / total_bill),
+    for the derived-column questions; the denominator is positive in the data."""
 
     def licence_text(self) -> str:
         return self.licence() if callable(self.licence) else self.licence
@@ -70,16 +74,18 @@ _SPECS: tuple[TableSpec, ...] = (
     TableSpec("penguins", "palmerpenguins", "palmerpenguins/data/penguins.csv",
               "Palmer Archipelago penguins", S.load_penguins, "CC0-1.0",
               numeric=("bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g"),
-              category=("species", "island", "sex")),
+              category=("species", "island", "sex"),
+              ratios=(("body_mass_g", "flipper_length_mm"), ("bill_length_mm", "bill_depth_mm"))),
     TableSpec("iris", "scikit-learn", "sklearn/datasets/data/iris.csv", "Fisher's iris",
               S.load_iris, _SK,
               numeric=("sepal_length_cm", "sepal_width_cm", "petal_length_cm", "petal_width_cm"),
-              category=("species",)),
+              category=("species",),
+              ratios=(("petal_length_cm", "petal_width_cm"), ("sepal_length_cm", "sepal_width_cm"))),
     TableSpec("wine", "scikit-learn", "sklearn/datasets/data/wine_data.csv",
               "Wine chemical analysis by cultivar", S.load_wine, _SK,
               numeric=("alcohol", "malic_acid", "ash", "magnesium", "total_phenols",
                        "flavanoids", "color_intensity", "hue", "proline"),
-              category=("cultivar",)),
+              category=("cultivar",), ratios=(("flavanoids", "total_phenols"),)),
     TableSpec("breast_cancer", "scikit-learn", "sklearn/datasets/data/breast_cancer.csv",
               "Wisconsin diagnostic breast cancer (cell nucleus means)", S.load_breast_cancer, _SK,
               numeric=("mean_radius", "mean_texture", "mean_perimeter", "mean_area",
@@ -102,15 +108,15 @@ _SPECS: tuple[TableSpec, ...] = (
     TableSpec("grunfeld", "statsmodels", "statsmodels/datasets/grunfeld",
               "Grunfeld (1950) investment by firm and year", S.load_grunfeld, _sm("grunfeld"),
               numeric=("invest", "value", "capital"), category=("firm",),
-              protected=("firm", "year")),
+              protected=("firm", "year"), ratios=(("invest", "capital"), ("invest", "value"))),
     TableSpec("macrodata", "statsmodels", "statsmodels/datasets/macrodata",
               "US quarterly macroeconomic series 1959-2009", S.load_macrodata, _sm("macrodata"),
               numeric=("realgdp", "realcons", "realinv", "cpi", "unemp", "infl", "tbilrate"),
-              date="date"),
+              date="date", ratios=(("realcons", "realgdp"), ("realinv", "realgdp"))),
     TableSpec("statecrime", "statsmodels", "statsmodels/datasets/statecrime",
               "US state crime and demographics, 2009", S.load_statecrime, _sm("statecrime"),
               numeric=("violent", "murder", "hs_grad", "poverty", "single", "white", "urban"),
-              entity="state"),
+              entity="state", ratios=(("murder", "violent"),)),
     TableSpec("engel", "statsmodels", "statsmodels/datasets/engel",
               "Engel (1857) household income and food expenditure", S.load_engel, _sm("engel"),
               numeric=("income", "foodexp")),
@@ -130,7 +136,8 @@ _SPECS: tuple[TableSpec, ...] = (
               S.load_cars, _VEGA,
               numeric=("miles_per_gallon", "displacement", "horsepower", "weight_in_lbs",
                        "acceleration"),
-              category=("origin", "cylinders")),
+              category=("origin", "cylinders"),
+              ratios=(("horsepower", "weight_in_lbs"), ("displacement", "cylinders"))),
     TableSpec("seattle_weather", "vega_datasets", "vega_datasets/_data/seattle-weather.csv",
               "Seattle daily weather 2012-2015", S.load_seattle_weather, _VEGA,
               numeric=("precipitation", "temp_max", "temp_min", "wind"),
@@ -151,7 +158,8 @@ _SPECS: tuple[TableSpec, ...] = (
               numeric=("latitude", "longitude"), category=("state",), entity="iata"),
     TableSpec("tips", "plotly", "plotly/package_data/datasets/tips.csv.gz",
               "Restaurant tips", S.load_tips, _PLOTLY,
-              numeric=("total_bill", "tip"), category=("sex", "smoker", "day", "time", "size")),
+              numeric=("total_bill", "tip"), category=("sex", "smoker", "day", "time", "size"),
+              ratios=(("tip", "total_bill"),)),
     TableSpec("gapminder", "plotly", "plotly/package_data/datasets/gapminder.csv.gz",
               "Gapminder life expectancy, population and GDP per capita", S.load_plotly_gapminder,
               _PLOTLY, numeric=("lifeExp", "pop", "gdpPercap"),
@@ -159,7 +167,8 @@ _SPECS: tuple[TableSpec, ...] = (
     TableSpec("election", "plotly", "plotly/package_data/datasets/election.csv.gz",
               "Montreal 2013 mayoral election by district", S.load_election, _PLOTLY,
               numeric=("Coderre", "Bergeron", "Joly", "total"), category=("winner",),
-              entity="district"),
+              entity="district",
+              ratios=(("Coderre", "total"), ("Bergeron", "total"), ("Joly", "total"))),
     TableSpec("experiment", "plotly", "plotly/package_data/datasets/experiment.csv.gz",
               "Synthetic experiment results by gender and group", S.load_experiment, _PLOTLY,
               numeric=("experiment_1", "experiment_2", "experiment_3"),
@@ -170,29 +179,32 @@ _SPECS: tuple[TableSpec, ...] = (
     TableSpec("superstore", "bokeh_sampledata", "bokeh_sampledata/_data/SampleSuperstore.csv.gz",
               "Sample superstore orders", S.load_superstore, _bk("SampleSuperstore.csv.gz"),
               numeric=("sales", "quantity", "discount", "profit"),
-              category=("ship_mode", "segment", "region", "category")),
+              category=("ship_mode", "segment", "region", "category"),
+              ratios=(("profit", "sales"), ("sales", "quantity"))),
     TableSpec("unemployment1948", "bokeh_sampledata",
               "bokeh_sampledata/_data/unemployment1948.csv",
               "US monthly unemployment rate by year since 1948", S.load_unemployment1948,
               _bk("unemployment1948.csv"),
               numeric=("Jan", "Apr", "Jul", "Oct", "Annual"), entity="Year",
-              protected=("Year",)),
+              protected=("Year",), ratios=(("Jul", "Jan"), ("Oct", "Apr"))),
     TableSpec("marriages", "bokeh_sampledata", "bokeh_sampledata/_data/us_marriages_divorces.csv",
               "US marriages and divorces per year", S.load_marriages,
               _bk("us_marriages_divorces.csv"),
               numeric=("Marriages_per_1000", "Divorces_per_1000"), entity="Year",
-              protected=("Year",)),
+              protected=("Year",), ratios=(("Divorces_per_1000", "Marriages_per_1000"),)),
     TableSpec("forensic_glass", "bokeh_sampledata", "bokeh_sampledata/_data/forensic_glass.csv",
               "Glass fragments' chemistry by glass type", S.load_forensic_glass,
               _bk("forensic_glass.csv"),
-              numeric=("RI", "Na", "Mg", "Al", "Si", "Ca"), category=("type",)),
+              numeric=("RI", "Na", "Mg", "Al", "Si", "Ca"), category=("type",),
+              ratios=(("Na", "Ca"),)),
     TableSpec("lincoln_weather", "bokeh_sampledata", "bokeh_sampledata/_data/lincoln_weather.csv",
               "Lincoln, Nebraska daily temperatures 2016", S.load_lincoln_weather,
               _bk("lincoln_weather.csv"), numeric=("tmax", "tmin"), date="date"),
     TableSpec("mpg", "bokeh_sampledata", "bokeh_sampledata/_data/auto-mpg2.csv",
               "Fuel economy of popular car models 1999 and 2008", S.load_mpg,
               _bk("auto-mpg2.csv"), numeric=("displ", "cty", "hwy"),
-              category=("manufacturer", "drv", "class", "year", "cyl")),
+              category=("manufacturer", "drv", "class", "year", "cyl"),
+              ratios=(("hwy", "cty"), ("displ", "cyl"))),
     TableSpec("world_gapminder", "bokeh_sampledata", "bokeh_sampledata/_data/gapminder.csv.gz",
               "Gapminder fertility, life expectancy and population by country and year",
               S.load_bokeh_gapminder, _bk("gapminder.csv.gz"),

@@ -4,8 +4,9 @@
 - Tier 2, filter plus aggregate or group-by: threshold counts, group arg-max, filtered
   mean, frequent categories, z-score outliers.
 - Tier 3, multi-step: derived ratio per group, top-3 by derived ratio, monthly/yearly
-  resampling, joins of two tables.
-- Tier 4, closed-form statistics: Pearson r, OLS slope and intercept, Welch's t.
+  resampling, year-over-year change, joins of two tables.
+- Tier 4, closed-form statistics: Pearson r, OLS slope and intercept, OLS with two
+  predictors (least squares), Welch's t.
 
 Every wording pins the choices the code makes (missing values, ddof, strict bounds,
 rounding, tie-breaking); the knobs list the alternative readings the ambiguity filter
@@ -217,30 +218,25 @@ T2 = [
 
 # ---- tier 3 ----------------------------------------------------------------------
 
-def _positive_numeric(spec: TableSpec) -> list[str]:
-    df = _frame(spec.name)
-    return [c for c in spec.numeric if df[c].dropna().min() > 0]
-
-
-def _draw_ratio_group(rng: np.random.Generator) -> Draw | None:
-    spec = _pick(rng, _specs(lambda t: len(t.numeric) >= 2 and bool(_usable_categories(t))))
-    y_pool = _positive_numeric(spec)
-    if not y_pool:
-        return None
-    y = _pick(rng, y_pool)
-    x = _pick(rng, [c for c in spec.numeric if c != y])
-    g = _pick(rng, _usable_categories(spec))
+def _draw_ratio_group(rng: np.random.Generator) -> Draw:
+    spec = _pick(rng, _specs(lambda t: bool(t.ratios and _usable_categories(t))))
+    x, y = _pick(rng, spec.ratios)
+    g = _pick(rng, [c for c in _usable_categories(spec) if c not in (x, y)])
     return Draw((spec.name,), {"x": (0, x), "y": (0, y), "g": (0, g)})
 
 
-def _draw_top3(rng: np.random.Generator) -> Draw | None:
-    spec = _pick(rng, _specs(lambda t: bool(t.entity) and len(t.numeric) >= 2))
-    y_pool = _positive_numeric(spec)
-    if not y_pool:
-        return None
-    y = _pick(rng, y_pool)
-    x = _pick(rng, [c for c in spec.numeric if c != y])
+def _draw_top3(rng: np.random.Generator) -> Draw:
+    spec = _pick(rng, _specs(lambda t: bool(t.entity and t.ratios)))
+    x, y = _pick(rng, spec.ratios)
     return Draw((spec.name,), {"x": (0, x), "y": (0, y), "e": (0, spec.entity)})
+
+
+def _draw_yearly_change(rng: np.random.Generator) -> Draw:
+    symbols = sorted(_frame("stocks")["symbol"].unique().tolist())
+    fn = _pick(rng, ("max", "min"))
+    return Draw(("stocks",), {"x": (0, "price"), "date": (0, "date"), "s": (0, "symbol")},
+                {"sym": str(_pick(rng, symbols)), "fn": fn,
+                 "hl": "largest increase" if fn == "max" else "largest decrease (most negative change)"})
 
 
 _PERIODS = {"month": ("%Y-%m", "YYYY-MM"), "year": ("%Y", "YYYY")}
@@ -345,6 +341,22 @@ T3 = [
         "key = sorted(m[m == m.agg({fn})].index, key=str)[{tie}]\n"
         "result = {{'group': str(key), 'value': float(m[key])}}\n",
         _GROUP_VALUE, _draw_join_group, knobs=_TIEK),
+    Template(
+        "t3_yearly_change", 3,
+        "In {file}, take the rows whose '{s}' is '{sym}', parse '{date}' as dates and average "
+        "'{x}' within each calendar year. Then compute each year's percentage change of that "
+        "yearly average relative to the previous calendar year present in the data "
+        "(100 * (this - previous) / previous; the first year has none). Which year has the "
+        "{hl}, and what is the percentage change? Give the year as YYYY in the field 'group' "
+        "and the change rounded to 4 decimal places in 'value'. If several tie, give the "
+        "earliest.",
+        _PRE + "d = df[df[{s}] == {sym}].dropna(subset=[{x}])\n"
+        "years = pd.to_datetime(d[{date}], format='%Y-%m-%d').dt.year.to_numpy()\n"
+        "m = d[{x}].groupby(years).mean().sort_index()\n"
+        "change = (100 * (m - m.shift(1)) / m.shift(1)).dropna()\n"
+        "key = sorted(change[change == change.agg({fn})].index)[{tie}]\n"
+        "result = {{'group': str(key), 'value': float(change[key])}}\n",
+        _GROUP_VALUE, _draw_yearly_change, knobs=_TIEK),
 ]
 
 
@@ -367,6 +379,12 @@ def _draw_two_groups(rng: np.random.Generator) -> Draw | None:
     v1, v2 = (_native(levels[i]) for i in rng.choice(len(levels), size=2, replace=False))
     return Draw((spec.name,), {"g": (0, g), "x": (0, x)},
                 {"v1": v1, "v2": v2, "v1_text": _text(v1), "v2_text": _text(v2)})
+
+
+def _draw_triple(rng: np.random.Generator) -> Draw:
+    spec = _pick(rng, _specs(lambda t: len(t.numeric) >= 3))
+    y, x1, x2 = (str(c) for c in rng.choice(list(spec.numeric), size=3, replace=False))
+    return Draw((spec.name,), {"y": (0, y), "x1": (0, x1), "x2": (0, x2)})
 
 
 _XY = ("d = df[[{x}, {y}]].dropna()\n"
@@ -402,6 +420,18 @@ T4 = [
         "se = np.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))\n"
         "result = float((a.mean() - b.mean()) / se)\n",
         AnswerSchema("float", decimals=3), _draw_two_groups),
+    Template(
+        "t4_ols2", 4,
+        "In {file}, fit '{y}' = b0 + b1 * '{x1}' + b2 * '{x2}' by ordinary least squares on "
+        "the rows where all three are present. Report 'b1' and 'b2', each rounded to 4 "
+        "decimal places.",
+        _PRE + "d = df[[{y}, {x1}, {x2}]].dropna()\n"
+        "X = np.column_stack([np.ones(len(d)), d[{x1}].to_numpy(dtype=float), "
+        "d[{x2}].to_numpy(dtype=float)])\n"
+        "coef = np.linalg.lstsq(X, d[{y}].to_numpy(dtype=float), rcond=None)[0]\n"
+        "result = {{'b1': float(coef[1]), 'b2': float(coef[2])}}\n",
+        AnswerSchema("fields", fields=(Field("b1", "float", 4), Field("b2", "float", 4))),
+        _draw_triple),
 ]
 
 TEMPLATES: tuple[Template, ...] = tuple(T1 + T2 + T3 + T4)

@@ -58,3 +58,10 @@ def test_bokeh_allow_list_comes_from_its_licence_inventory():
 
 def test_enough_tables_from_every_source():
     assert len(TABLES) >= 30
+
+
+@pytest.mark.parametrize("name", sorted(n for n, t in TABLES.items() if t.ratios))
+def test_ratio_denominators_are_positive_numeric_columns(name):
+    df = load_table(name)
+    for x, y in TABLES[name].ratios:
+        assert pd.api.types.is_numeric_dtype(df[x]) and df[y].dropna().min() > 0
