@@ -120,39 +120,77 @@ def _may_kill_all() -> bool:
     return b"tini" in cmdline or b"supervisor.py" in cmdline
 
 
-class Worker:
-    """One worker process and the four pipes to it."""
+def _become_subreaper() -> None:
+    """Orphans of the worker (it is double-forked by the zygote) become our children."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except Exception:
+        pass
+
+
+def _process_state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "X"
+
+
+class Zygote:
+    """The pre-imported interpreter that forks workers (see worker.py)."""
 
     def __init__(self, argv: list, options: dict, env: dict, cwd: str) -> None:
-        ctrl_in_r, self.ctrl_in_w = os.pipe()
-        self.ctrl_out_r, ctrl_out_w = os.pipe()
-        self.out_r, out_w = os.pipe()
-        self.err_r, err_w = os.pipe()
-        options = dict(options, ctrl_in=ctrl_in_r, ctrl_out=ctrl_out_w)
+        self.sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.proc = subprocess.Popen(
-                argv + [json.dumps(options)],
+                argv + [json.dumps(dict(options, zygote_fd=child.fileno()))],
                 stdin=subprocess.DEVNULL,
-                stdout=out_w,
-                stderr=err_w,
-                pass_fds=(ctrl_in_r, ctrl_out_w),
+                pass_fds=(child.fileno(),),
                 start_new_session=True,
                 env=env,
                 cwd=cwd,
             )
         finally:
-            for fd in (ctrl_in_r, ctrl_out_w, out_w, err_w):
+            child.close()
+        self.pid = self.proc.pid
+        self.hello: dict | None = None
+
+    def fork(self, fds: list) -> None:
+        socket.send_fds(self.sock, [b"{}"], fds)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class Worker:
+    """One forked worker and the four pipes to it; ``pid`` is known once it is ready."""
+
+    def __init__(self, zygote: Zygote) -> None:
+        ctrl_in_r, self.ctrl_in_w = os.pipe()
+        self.ctrl_out_r, ctrl_out_w = os.pipe()
+        self.out_r, out_w = os.pipe()
+        self.err_r, err_w = os.pipe()
+        theirs = [ctrl_in_r, ctrl_out_w, out_w, err_w]
+        try:
+            zygote.fork(theirs)
+        except OSError:
+            for fd in (self.ctrl_in_w, self.ctrl_out_r, self.out_r, self.err_r):
+                os.close(fd)
+            raise
+        finally:
+            for fd in theirs:
                 os.close(fd)
         for fd in (self.ctrl_out_r, self.out_r, self.err_r):
             _set_nonblocking(fd)
         self.decoder = wire.FrameDecoder()
+        self.pid = 0
+        self.pgid = 0
         self.ready = False
-        self.hello: dict = {}
         self.dead = False
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
+        self.code = 0
+        self.started = time.monotonic()
 
     def send(self, header: dict) -> None:
         data = memoryview(wire.encode(header))
@@ -165,6 +203,11 @@ class Worker:
                 os.close(fd)
             except OSError:
                 pass
+
+
+WORKER_FORK_TIMEOUT_S = 10.0
+"""A forked worker that is not ready this long means the zygote is stuck (stopped by a
+signal, say): it is killed and a new one imports the modules again."""
 
 
 class Supervisor:
@@ -180,7 +223,9 @@ class Supervisor:
         }
         self.env = dict(os.environ)
         self.env["TMPDIR"] = args.tmpdir
+        self.zygote: Zygote | None = None
         self.worker: Worker | None = None
+        self.exit_codes: dict = {}
         self.cell = 0
         self.lost_pending = False
         self.last_seq = -1
@@ -189,58 +234,136 @@ class Supervisor:
         self.last_beat = 0.0
         self.versions: dict = {}
 
-    # ----------------------------------------------------------------- worker life
-    def spawn_worker(self) -> None:
-        for attempt in range(50):  # a fork bomb's zombies may hold the pids for a moment
+    # ----------------------------------------------------------------- process life
+    def reap_children(self) -> None:
+        """Collect exited children (the zygote, workers, orphans we adopted)."""
+        while True:
             try:
-                self.worker = Worker(self.worker_argv, self.worker_options, self.env, self.args.workdir)
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
                 return
-            except (BlockingIOError, OSError):
+            if pid == 0:
+                return
+            code = os.waitstatus_to_exitcode(status)
+            if self.zygote is not None and pid == self.zygote.pid:
+                self.zygote.proc.returncode = code
+                self.zygote_died()
+            elif self.worker is not None and pid == self.worker.pid:
+                self.exit_codes[pid] = code
+
+    def zygote_died(self) -> None:
+        if self.zygote is not None:
+            self.zygote.close()
+            self.zygote = None
+
+    def start_zygote(self, seq: int) -> None:
+        """Start the zygote and wait (sending heartbeats) until its imports are done."""
+        for attempt in range(3):
+            z = Zygote(self.worker_argv, self.worker_options, self.env, self.args.workdir)
+            self.zygote = z
+            while z.hello is None and self.zygote is z:
+                self.heartbeat(seq)
+                readable, _, _ = select.select([z.sock], [], [], HEARTBEAT_S)
+                if readable:
+                    message = z.sock.recv(65536)
+                    if not message:
+                        break
+                    z.hello = json.loads(message)
+                    self.versions = z.hello.get("versions", {})
+            if z.hello is not None:
+                return
+            self.kill_zygote()
+            sys.stderr.write(f"supervisor: zygote died while importing (attempt {attempt + 1})\n")
+        raise RuntimeError("the interpreter died 3 times while importing its preload modules")
+
+    def kill_zygote(self) -> None:
+        z = self.zygote
+        if z is None:
+            return
+        try:
+            os.kill(z.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            z.proc.wait(timeout=5)
+        except (subprocess.TimeoutExpired, ChildProcessError):
+            pass
+        self.zygote_died()
+
+    def spawn_worker(self, seq: int) -> None:
+        for attempt in range(50):  # a fork bomb's zombies may hold the pids for a moment
+            if self.zygote is None:
+                self.start_zygote(seq)
+            try:
+                self.worker = Worker(self.zygote)
+                return
+            except OSError:
+                self.reap_children()  # notices a dead zygote; the next attempt restarts it
                 if attempt == 49:
                     raise
                 time.sleep(0.05)
 
     def ensure_ready(self, seq: int) -> None:
-        """Start a worker if there is none and wait until it has imported its modules."""
-        if self.worker is None or self.worker.dead:
-            self.spawn_worker()
-        w = self.worker
+        """Have a worker that is ready for code, forking (or starting) one if needed."""
         failures = 0
-        while not w.ready:
+        while True:
+            if self.worker is None or self.worker.dead:
+                self.spawn_worker(seq)
+            w = self.worker
+            if w.ready:
+                return
             self.heartbeat(seq)
-            readable, _, _ = select.select([w.ctrl_out_r, w.out_r, w.err_r], [], [], HEARTBEAT_S)
+            readable, _, _ = select.select([w.ctrl_out_r, w.out_r, w.err_r], [], [], 0.2)
             for fd in readable:
                 data, eof = _read_available(fd)
-                if fd == w.ctrl_out_r:
-                    for header, _ in w.decoder.feed(data):
-                        w.ready, w.hello = True, header
-                        self.versions = header.get("versions", {})
-                    if eof and not w.ready:
-                        self.reap_worker(killed=True)
-                        failures += 1
-                        if failures >= 3:
-                            raise RuntimeError("the worker interpreter died 3 times while starting")
-                        sys.stderr.write("supervisor: worker died while starting; retrying\n")
-                        time.sleep(0.1)
-                        self.spawn_worker()
-                        w = self.worker
-                        break
-                elif data:
-                    sys.stderr.buffer.write(data)  # start-up noise goes to the container log
+                if fd != w.ctrl_out_r:
+                    sys.stderr.buffer.write(data)  # start-up noise goes to the log
+                    continue
+                for header, _ in w.decoder.feed(data):
+                    w.ready, w.pid, w.pgid = True, header.get("pid", 0), header.get("pgid", 0)
+                if eof and not w.ready:
+                    failures += 1
+                    self.discard_worker()
+            if not w.ready and time.monotonic() - w.started > WORKER_FORK_TIMEOUT_S:
+                failures += 1
+                self.discard_worker()
+                self.kill_zygote()
+            if failures >= 3:
+                raise RuntimeError("the worker interpreter failed to start 3 times")
+
+    def discard_worker(self) -> None:
+        w = self.worker
+        if w is not None and not w.dead:
+            self.kill_processes()
+            w.close_fds()
+            w.dead = True
 
     def kill_processes(self) -> None:
-        """Kill the worker and everything it started."""
+        """Kill the worker and everything it started (the zygote survives)."""
         w = self.worker
         if self.kill_all:
-            for _ in range(3):
-                try:
-                    os.kill(-1, signal.SIGKILL)
-                except ProcessLookupError:
+            keep = {1, os.getpid()}
+            if self.zygote is not None:
+                keep.add(self.zygote.pid)
+            for _ in range(200):
+                victims = 0
+                for entry in os.listdir("/proc"):
+                    if not entry.isdigit() or int(entry) in keep:
+                        continue
+                    if _process_state(int(entry)) in ("Z", "X"):
+                        continue
+                    try:
+                        os.kill(int(entry), signal.SIGKILL)
+                        victims += 1
+                    except (ProcessLookupError, PermissionError):
+                        pass
+                self.reap_children()
+                if not victims:
                     break
-        elif w is not None:
+        elif w is not None and w.pgid:
             for _ in range(20):
                 try:
-                    os.killpg(w.pid, signal.SIGKILL)
+                    os.killpg(w.pgid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     break
                 time.sleep(0.001)
@@ -251,17 +374,22 @@ class Supervisor:
         if w is None:
             return 0
         if w.dead:
-            return w.proc.returncode
+            return w.code
         if killed:
             self.kill_processes()
-        try:
-            code = w.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.kill_processes()
-            code = w.proc.wait()
+        end = time.monotonic() + 5
+        next_kill = time.monotonic() + 1
+        while w.pid and w.pid not in self.exit_codes and time.monotonic() < end:
+            self.reap_children()
+            if w.pid not in self.exit_codes:
+                time.sleep(0.001)
+            if killed and time.monotonic() > next_kill:
+                self.kill_processes()
+                next_kill += 1
+        w.code = self.exit_codes.pop(w.pid, -signal.SIGKILL)
         w.close_fds()
         w.dead = True
-        return code
+        return w.code
 
     # ----------------------------------------------------------------- transport
     def heartbeat(self, seq: int) -> None:
@@ -328,7 +456,7 @@ class Supervisor:
         if outcome.get("status") == "timeout" or w.dead:
             self.reap_worker(killed=True)
             lost = True
-            self.spawn_worker()  # warm up the replacement while the host reads the result
+            self.spawn_worker(seq)  # a fresh fork, ready by the time the host asks again
         status = outcome.get("status", "crash")
         if status == "interrupted":
             status = "timeout" if interrupted else "error"
@@ -366,7 +494,6 @@ class Supervisor:
         for root in (self.args.workdir, self.args.tmpdir):
             _empty_dir(root)
         self.lost_pending = False
-        self.spawn_worker()
         self.ensure_ready(req["seq"])
         return {"seq": req["seq"], "ok": True}, b""
 
@@ -398,6 +525,7 @@ class Supervisor:
             "seq": req["seq"],
             "pid": os.getpid(),
             "worker_pid": w.pid if w else None,
+            "zygote_pid": self.zygote.pid if self.zygote else None,
             "ready": bool(w and w.ready),
             "versions": self.versions,
             "kill_all": self.kill_all,
@@ -452,7 +580,8 @@ class Supervisor:
         listener.bind(path)
         listener.listen(8)
         self.oom_baseline = _oom_kills()
-        self.spawn_worker()
+        _become_subreaper()
+        self.ensure_ready(0)  # import the preload modules before the host asks
         wait = self.args.startup_wait_s
         while True:
             listener.settimeout(wait if wait > 0 else None)
@@ -487,7 +616,8 @@ class Supervisor:
 
     def shutdown(self, code: int) -> None:
         try:
-            self.reap_worker(killed=True)
+            self.kill_processes()
+            self.kill_zygote()
         finally:
             os._exit(code)
 

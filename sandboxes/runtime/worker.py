@@ -1,8 +1,11 @@
 """The interpreter that runs the agent's code, one persistent namespace per process.
 
-Started by the supervisor with fd 3 = requests in, fd 4 = results out, fd 1/2 = pipes the
-supervisor drains, stdin = /dev/null. Stdlib only until it imports the preload modules
-(numpy, pandas) so that a fresh worker is ready before it is needed.
+The supervisor starts this file once per sandbox as a *zygote*: it imports the preload
+modules (numpy, pandas) and then forks a fresh worker whenever asked, so a new
+interpreter (after a reset, a timeout kill or a crash) is ready in milliseconds instead
+of the second an import of pandas takes. A worker gets requests and sends results on
+two control pipes; its stdout and stderr are pipes the supervisor drains; stdin is
+/dev/null. Stdlib only apart from the preload modules.
 
 A cell behaves like a notebook cell: the value of a final bare expression is returned as
 its ``repr``. SIGINT (sent by the supervisor at the deadline) raises KeyboardInterrupt
@@ -165,24 +168,107 @@ def serve(options: dict) -> None:
         _write_frame(result)
 
 
-def main() -> None:
-    global CTRL_IN, CTRL_OUT
-    options = json.loads(sys.argv[1])
-    CTRL_IN, CTRL_OUT = options.get("ctrl_in", CTRL_IN), options.get("ctrl_out", CTRL_OUT)
-    signal.signal(signal.SIGINT, _on_sigint)
+def _set_oom_score(score: int) -> None:
     try:
         with open("/proc/self/oom_score_adj", "w") as f:
-            f.write("1000")  # the kernel should kill this process, not the supervisor
+            f.write(str(score))
     except OSError:
         pass
+
+
+def _prctl(option: int, value: int) -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+    except Exception:
+        pass
+
+
+def become_worker(options: dict, hello: dict) -> None:
+    """Serve cells on the control pipes given in ``options`` until they close."""
+    global CTRL_IN, CTRL_OUT
+    CTRL_IN, CTRL_OUT = options["ctrl_in"], options["ctrl_out"]
+    _set_oom_score(1000)  # the kernel should kill this process, not the supervisor
+    _flush()
+    _write_frame({**hello, "pid": os.getpid(), "pgid": os.getpgid(0)})
+    serve(options)
+
+
+def _reseed() -> None:
+    """A forked child shares its parent's RNG state; give it its own (``random``
+    reseeds itself after fork, numpy does not)."""
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        try:
+            numpy.random.seed()
+        except Exception:
+            pass
+
+
+def zygote(options: dict, hello: dict) -> None:
+    """Fork a fresh worker for every request from the supervisor, in milliseconds.
+
+    Each request carries four file descriptors (control in, control out, stdout,
+    stderr). The child double-forks so that the worker is adopted by the supervisor
+    (a child subreaper), which can then wait for it and read its exit status. The zygote
+    never runs agent code, and is not dumpable, so a worker cannot ptrace it to plant
+    state in later workers.
+    """
+    import gc
+    import socket
+
+    sock = socket.socket(fileno=options["zygote_fd"])
+    _prctl(4, 0)  # PR_SET_DUMPABLE = 0
+    gc.freeze()  # keep the collector from touching (and un-sharing) inherited objects
+    sock.send(json.dumps(hello).encode())
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(sock, 65536, 4)
+        except OSError:
+            return
+        if not message:
+            return
+        if len(fds) != 4:
+            for fd in fds:
+                os.close(fd)
+            continue
+        _flush()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                sock.close()
+                os.setsid()
+                if os.fork():
+                    os._exit(0)
+                ctrl_in, ctrl_out, out_w, err_w = fds
+                os.dup2(out_w, 1)
+                os.dup2(err_w, 2)
+                os.close(out_w)
+                os.close(err_w)
+                _prctl(4, 1)  # dumpable again: its /proc files belong to it, not root
+                _reseed()
+                become_worker(dict(options, ctrl_in=ctrl_in, ctrl_out=ctrl_out), hello)
+            finally:
+                os._exit(0)
+        for fd in fds:
+            os.close(fd)
+        os.waitpid(pid, 0)
+
+
+def main() -> None:
+    options = json.loads(sys.argv[1])
+    signal.signal(signal.SIGINT, _on_sigint)
     _harden()
     _apply_limits(options.get("rlimits", {}))
     if options.get("workdir"):
         os.chdir(options["workdir"])
     versions, errors = _preload(options.get("preload", []))
-    _flush()
-    _write_frame({"ready": True, "pid": os.getpid(), "versions": versions, "errors": errors})
-    serve(options)
+    hello = {"ready": True, "versions": versions, "errors": errors}
+    if "zygote_fd" in options:
+        zygote(options, hello)
+    else:
+        become_worker(options, hello)
 
 
 if __name__ == "__main__":
