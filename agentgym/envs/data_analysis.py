@@ -64,8 +64,8 @@ class DataAnalysisTask:
 
 # ---- the shared pool -------------------------------------------------------------
 
-_pools: dict[tuple[int, str | None], Any] = {}
-_pool_lock: dict[int, asyncio.Lock] = {}
+_pools: dict[tuple[asyncio.AbstractEventLoop, str | None], Any] = {}
+_pool_lock: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
 _sandbox_facts: dict[str | None, dict[str, Any]] = {}
 
 
@@ -74,7 +74,7 @@ async def _shared_pool(backend: Backend | None) -> Any:
     from sandboxes import PoolConfig, make_pool
     from sandboxes.errors import SandboxError
 
-    loop_key = id(asyncio.get_running_loop())
+    loop_key = asyncio.get_running_loop()
     key = (loop_key, backend)
     lock = _pool_lock.setdefault(loop_key, asyncio.Lock())
     async with lock:
@@ -97,8 +97,8 @@ async def close_shared_pools() -> None:
     sandboxes with their host, containers after the supervisor's orphan timeout, and
     the reaper removes any left).
     """
-    loop_key = id(asyncio.get_running_loop())
-    for key in [k for k in _pools if k[0] == loop_key]:
+    loop_key = asyncio.get_running_loop()
+    for key in [k for k in _pools if k[0] is loop_key]:
         await _pools.pop(key).close()
 
 

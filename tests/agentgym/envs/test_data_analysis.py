@@ -15,6 +15,7 @@ from agentgym.runner import run_episodes
 from agentgym.runtime import run_sync
 from sandboxes.errors import SandboxCrashedError
 from sandboxes.protocol import ExecResult
+from tasks.data_analysis.tiers import TEMPLATES
 
 ENV_ID = "agentgym/DataAnalysis-v0"
 
@@ -50,14 +51,26 @@ def oracle_episode(env: DataAnalysisEnv, seed: int) -> dict:
     raise AssertionError("oracle did not finish")
 
 
+def _assert_oracle_solves(report, **expected_info):
+    assert report.lost == [] and report.infra_failed == 0
+    failures = [(e.task_id, e.info.get("score_reason")) for e in report.episodes if not e.success]
+    assert failures == []
+    for key, value in expected_info.items():
+        assert {e.info[key] for e in report.episodes} == {value}
+
+
 @pytest.mark.parametrize("tier", [1, 2, 3, 4])
 def test_oracle_solves_every_tier_through_process_sandbox(tier):
     report = run_episodes(ENV_ID, oracle_policy, episodes=12, concurrency=3, seed=1000 * tier,
                           env_kwargs={"tier": tier})
-    assert report.lost == [] and report.infra_failed == 0
-    failures = [(e.task_id, e.info.get("score_reason")) for e in report.episodes if not e.success]
-    assert failures == []
-    assert {e.info["tier"] for e in report.episodes} == {tier}
+    _assert_oracle_solves(report, tier=tier)
+
+
+@pytest.mark.parametrize("template", [t.id for t in TEMPLATES])
+def test_oracle_solves_every_template_through_process_sandbox(template):
+    report = run_episodes(ENV_ID, oracle_policy, episodes=4, concurrency=2, seed=77,
+                          env_kwargs={"template": template})
+    _assert_oracle_solves(report, template=template)
 
 
 def test_first_observation_lists_files_columns_and_rows(env):
@@ -176,11 +189,20 @@ def test_constructor_validates():
 @pytest.mark.docker
 @pytest.mark.parametrize("tier", [1, 2, 3, 4])
 def test_oracle_through_docker_sandboxes(tier, monkeypatch):
+    """The sandbox image's pandas/numpy differ from the host's: the oracle must still win."""
     monkeypatch.delenv("AGENTGYM_SANDBOX", raising=False)
     report = run_episodes(ENV_ID, oracle_policy, episodes=16, concurrency=8, seed=5000 * tier,
                           env_kwargs={"tier": tier, "backend": "docker"})
-    assert report.lost == [] and report.infra_failed == 0
-    assert report.success_rate == 1.0
+    _assert_oracle_solves(report, tier=tier)
     env = gym.make(ENV_ID, backend="docker").unwrapped
-    assert env.fingerprint.fields["sandbox"]["backend"] == "docker"
-    assert {"pandas", "numpy"} <= set(env.fingerprint.fields["sandbox"]["versions"])
+    facts = env.fingerprint.fields["sandbox"]
+    assert facts["backend"] == "docker" and {"pandas", "numpy"} <= set(facts["versions"])
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("template", [t.id for t in TEMPLATES])
+def test_oracle_through_docker_sandboxes_per_template(template, monkeypatch):
+    monkeypatch.delenv("AGENTGYM_SANDBOX", raising=False)
+    report = run_episodes(ENV_ID, oracle_policy, episodes=3, concurrency=3, seed=91,
+                          env_kwargs={"template": template, "backend": "docker"})
+    _assert_oracle_solves(report, template=template)
