@@ -133,6 +133,14 @@ def _failure_text(result: Any) -> str:
     return "\n".join(lines)
 
 
+def _backend_facts(pool: Any) -> dict[str, Any]:
+    """The pool's fingerprint facts without what varies between runs of the same setup."""
+    facts = {k: v for k, v in pool.describe().items() if k != "pool"}
+    if isinstance(facts.get("image"), dict):
+        facts["image"] = {k: v for k, v in facts["image"].items() if k != "built"}
+    return facts
+
+
 def _host_versions() -> dict[str, str]:
     """The ground truth is computed on the host, so its library versions matter too."""
     import platform
@@ -250,7 +258,7 @@ class DataAnalysisEnv(ToolEnv):
     async def _remember_facts(self, sandbox: Any) -> None:
         if self.backend in _sandbox_facts:
             return
-        backend_facts = {k: v for k, v in self._pool.describe().items() if k != "pool"}
+        backend_facts = _backend_facts(self._pool)
         versions = dict(sandbox.describe().get("versions", {}))
         _sandbox_facts[self.backend] = {**backend_facts, "versions": versions}
 
@@ -363,7 +371,7 @@ class DataAnalysisEnv(ToolEnv):
         try:
             async with pool.sandbox() as sandbox:
                 self._pool = self._pool or pool
-                backend_facts = {k: v for k, v in pool.describe().items() if k != "pool"}
+                backend_facts = _backend_facts(pool)
                 _sandbox_facts.setdefault(self.backend, {
                     **backend_facts, "versions": dict(sandbox.describe().get("versions", {}))})
         except SandboxError as e:
