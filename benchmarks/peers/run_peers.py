@@ -76,8 +76,11 @@ def derived_image() -> str:
 
 
 def peer(venv_path: Path, *args: str) -> dict:
+    # Peers that shell out to `python` must find the peers' venv (with pandas), as if activated.
+    env = {**os.environ, "PATH": f"{venv_path / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+           "VIRTUAL_ENV": str(venv_path)}
     proc = subprocess.run([str(venv_path / "bin" / "python"), str(HERE / "peer_side.py"), *args],
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=900, env=env)
     if proc.returncode != 0:
         return {"error": (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]}
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -94,7 +97,8 @@ def ratio_rows(label: str, ours: dict, theirs: dict, peer_name: str) -> list[tup
                      theirs["open_ms"] / ours["open_ms"], ""))
     for name in SNIPPETS:
         a, b = ours[name]["p50_ms"], theirs[name]["p50_ms"]
-        rows.append((label, f"{name} p50", a, b, b / a, ""))
+        failed = any(w in theirs[name]["sample_output"] for w in ("Traceback", "Error"))
+        rows.append((label, f"{name} p50", a, b, b / a, "peer's run failed: not comparable" if failed else ""))
     rows.append((label, "keeps state between calls", ours["stateful"], theirs["stateful"], "", ""))
     return rows
 

@@ -158,3 +158,19 @@ def test_audit_reward_passes_for_every_registered_env(env_id):
         pytest.xfail("HermesParser keeps the last of duplicated keys, so {\"answer\": wrong, \"answer\": right} "
                      "scores 1; fix: json.loads(..., object_pairs_hook=<reject duplicates>) -> parse_error")
     assert report.passed
+
+
+def test_audit_reward_command_prints_a_table_and_passes_on_search_r1(capsys):
+    from agentgym.commands.readiness import audit_reward_command
+
+    assert audit_reward_command("agentgym/SearchR1-v0", 3, 0) == 0
+    out = capsys.readouterr().out
+    assert "Reward-hacking audit" in out and "candidates" in out and "PASS" in out
+
+
+def test_audit_reward_command_fails_on_a_leaky_env(capsys):
+    from agentgym.commands.readiness import audit_reward_command
+
+    env_id = register_test_env("agentgym-test/LenientCalculatorAndTool-v0", LenientCalculatorAndTool)
+    assert audit_reward_command(env_id, 2, 0) == 1
+    assert "FAIL" in capsys.readouterr().out
