@@ -9,6 +9,9 @@ concurrency 128) as a script; it prints success rate, infra failures, episodes/s
 python tool's p50/p99::
 
     .venv/bin/python benchmarks/bench_data_analysis.py --episodes 256 --concurrency 128 --backend docker
+
+``--warmup`` first runs one untimed round so the figure is the warm-pool steady state
+rather than container start-up.
 """
 
 from __future__ import annotations
@@ -93,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=128)
     parser.add_argument("--backend", choices=["docker", "process", "auto"], default="docker")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--warmup", action="store_true",
+                        help="first run `concurrency` untimed episodes so the pool is warm")
     args = parser.parse_args(argv)
 
     import agentgym  # noqa: F401
@@ -101,8 +106,12 @@ def main(argv: list[str] | None = None) -> int:
     from agentgym.runner import run_episodes
     from agentgym.runtime import run_sync
 
+    kwargs = {"backend": args.backend}
+    if args.warmup:
+        run_episodes(ENV_ID, oracle_policy, args.concurrency, args.concurrency,
+                     seed=args.seed + 10**6, env_kwargs=kwargs)
     report = run_episodes(ENV_ID, oracle_policy, args.episodes, args.concurrency, seed=args.seed,
-                          env_kwargs={"backend": args.backend})
+                          env_kwargs=kwargs)
     run_sync(close_shared_pools())
     summary = _summary(report)
     sys.stdout.write(json.dumps(summary, indent=1, default=str) + "\n")

@@ -12,7 +12,7 @@ from tasks.data_analysis.ambiguity import check_question, near_rounding_boundary
 from tasks.data_analysis.reference import run_reference
 from tasks.data_analysis.schema import AnswerSchema
 from tasks.data_analysis.tables import TableSpec, table_csv
-from tasks.data_analysis.templates import Draw, RenderedQuestion, Template
+from tasks.data_analysis.templates import RenderedQuestion, Template
 from tasks.data_analysis.tiers import template_by_id
 from tasks.data_analysis.variants import TableVariant
 
