@@ -103,11 +103,14 @@ def _close_pools(request):
     benchmarks leave no containers behind."""
     yield
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None and _ROWS:
-        reporter.write_line("")
-        reporter.write_line(f"{'env':28} {'conc':>5} {'episodes':>8} {'episodes/s':>11} {'peak RSS MiB':>13} {'success':>8}")
-        for env_id, conc, n, eps, peak, success in _ROWS:
-            reporter.write_line(f"{env_id:28} {conc:>5} {n:>8} {eps:>11.1f} {peak:>13.1f} {success:>8.1%}")
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    if reporter is not None and capture is not None and _ROWS:
+        with capture.global_and_fixture_disabled():
+            reporter.write_line("")
+            reporter.write_line(f"{'env':28} {'conc':>5} {'episodes':>8} {'episodes/s':>11} "
+                                f"{'peak RSS MiB':>13} {'success':>8}")
+            for env_id, conc, n, eps, peak, success in _ROWS:
+                reporter.write_line(f"{env_id:28} {conc:>5} {n:>8} {eps:>11.1f} {peak:>13.1f} {success:>8.1%}")
     import gymnasium as gym
 
     for env_id in _selected():
