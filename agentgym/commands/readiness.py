@@ -61,7 +61,7 @@ def audit_reward_command(env_id: str, tasks: int, seed: int) -> int:
     guarded = sum(1 for r in report.results if r.verdict == "guarded")
     if guarded:
         console.print(f"[dim]{guarded} attacks would score on the scorer alone but are stopped before it "
-                      "(schema check, answer tool or parser); see --json output of the library for details.[/]")
+                      "(schema check, answer tool or parser): reported, not failed (AuditReport.to_dict()['guarded']).[/]")
     console.print("[green bold]PASS[/]: no adversarial answer scored" if report.passed
                   else "[red bold]FAIL[/]: the reward can be gamed (see above)")
     return 0 if report.passed else 1
