@@ -238,6 +238,7 @@ class ToolEnv(gym.Env[str, str]):
 
     # ------------------------------------------------------------- internals
     def _reset_episode_counters(self) -> None:
+        self.last_results = []
         self._turn = 0
         self._tool_chars = 0
         self._truncations = 0

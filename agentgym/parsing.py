@@ -53,6 +53,19 @@ class Parser(Protocol):
         ...
 
 
+class _DuplicateKey(ValueError):
+    """A JSON object repeats a key; silently keeping one would let an agent hedge answers."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise _DuplicateKey(f"the key {key!r} appears more than once")
+        obj[key] = value
+    return obj
+
+
 def _short(text: str, n: int = 120) -> str:
     return text if len(text) <= n else text[:n] + "…"
 
@@ -74,9 +87,9 @@ class HermesParser:
     def _parse_block(self, body: str) -> ParsedCall:
         raw = body.strip()
         try:
-            obj = json.loads(raw)
-        except (json.JSONDecodeError, RecursionError) as e:
-            msg = getattr(e, "msg", "too deeply nested")
+            obj = json.loads(raw, object_pairs_hook=_unique_keys)
+        except (ValueError, RecursionError) as e:
+            msg = getattr(e, "msg", None) or (str(e) if isinstance(e, _DuplicateKey) else "too deeply nested")
             return ParsedCall(None, status="parse_error", raw=raw,
                               error=f"the text inside <tool_call> is not valid JSON ({msg}): {_short(raw)!r}")
         if not isinstance(obj, dict):
@@ -89,8 +102,8 @@ class HermesParser:
         args = obj.get("arguments", obj.get("parameters", {}))
         if isinstance(args, str):
             try:
-                args = json.loads(args) if args.strip() else {}
-            except (json.JSONDecodeError, RecursionError):
+                args = json.loads(args, object_pairs_hook=_unique_keys) if args.strip() else {}
+            except (ValueError, RecursionError):
                 return ParsedCall(name, status="parse_error", raw=raw,
                                   error=f'"arguments" of {name!r} is a string that is not JSON')
         if not isinstance(args, dict):

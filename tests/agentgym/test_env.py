@@ -127,3 +127,12 @@ def test_render_ansi_shows_the_transcript():
     env.reset(seed=0)
     env.step(tc("echo", text="hello"))
     assert "[assistant]" in env.render() and "hello" in env.render()
+
+
+def test_last_results_do_not_leak_into_the_next_episode():
+    env = ProbeEnv(max_turns=1)
+    env.reset(seed=0)
+    env.step(tc("reveal"))  # truncated by the turn limit right after a successful call
+    env.reset(seed=1)
+    assert env.last_results == []
+    assert '"reveal"' in env.oracle_action()

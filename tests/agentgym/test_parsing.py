@@ -61,3 +61,10 @@ def test_parsers_never_raise(text):
         for c in parser.parse(text):
             assert c.status in ("ok", "parse_error")
             assert c.status == "parse_error" or isinstance(c.arguments, dict)
+
+
+def test_duplicate_keys_are_a_parse_error_not_a_hedge():
+    (c,) = HermesParser().parse('<tool_call>{"name": "answer", "arguments": {"answer": 43, "answer": 42}}</tool_call>')
+    assert c.status == "parse_error" and "more than once" in c.error
+    (c,) = HermesParser().parse('<tool_call>{"name": "answer", "arguments": "{\\"a\\": 1, \\"a\\": 2}"}</tool_call>')
+    assert c.status == "parse_error"
