@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import warnings
 from typing import Any
 
 from tasks.data_analysis.errors import ReferenceCodeError
@@ -29,9 +28,9 @@ def run_reference(code: str) -> Any:
     """
     namespace: dict[str, Any] = {"__name__": "__reference__"}
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            exec(compile(code, "<reference>", "exec"), namespace)  # noqa: S102 - our own code
+        # No warnings.catch_warnings() here: it swaps process-global state and questions
+        # are generated in worker threads. The reference code is kept warning-free instead.
+        exec(compile(code, "<reference>", "exec"), namespace)  # noqa: S102 - our own code
     except Exception as e:
         raise ReferenceCodeError(f"reference code raised {type(e).__name__}: {e}") from e
     if "result" not in namespace:
