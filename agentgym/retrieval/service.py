@@ -56,7 +56,8 @@ class _Pending:
 def _parse_retrieve(payload: Any) -> tuple[list[str], int, bool]:
     if not isinstance(payload, dict):
         raise BadRequest('expected a JSON object {"queries": [...], "topk": k, "return_scores": bool}')
-    queries = payload.get("queries")
+    # "query" (one string) is accepted too: some search-agent clients send that form.
+    queries = payload.get("queries", payload.get("query"))
     if isinstance(queries, str):
         queries = [queries]
     if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):

@@ -30,6 +30,8 @@ def test_retrieve_matches_the_search_r1_response_shape(service):
     assert out["result"][1][0]["document"]["id"] == "jp"
     plain = post(service.url + "/retrieve", {"queries": ["Tokyo"], "topk": 1})
     assert plain == {"result": [[{"id": "jp", "contents": plain["result"][0][0]["contents"]}]]}
+    single = post(service.url + "/retrieve", {"query": "Tokyo", "topk": 1})  # one-query clients
+    assert single == plain
 
 
 def test_documents_and_health_routes(service, corpus):
