@@ -59,6 +59,7 @@ def run_command(env_id: str, policy_name: str, episodes: int, concurrency: int, 
         else:
             report = run_episodes(env_id, get_policy(policy_name), episodes, concurrency, seed=seed,
                                   env_kwargs=env_kwargs, on_episode=on_episode)
+    _close_shared_resources()
     summary = report.summary()
     if json_out:
         print(json.dumps({**summary, "telemetry": report.telemetry.metrics()}, indent=2))
@@ -73,6 +74,15 @@ def run_command(env_id: str, policy_name: str, episodes: int, concurrency: int, 
         for index, tb in report.lost[:3]:
             console.print(f"[red]lost episode {index}[/]:\n{tb}")
     return 0 if not report.lost else 1
+
+
+def _close_shared_resources() -> None:
+    """Close process-wide pools (sandboxes) that envs share, so no container outlives the run."""
+    data_analysis = sys.modules.get("agentgym.envs.data_analysis")
+    if data_analysis is not None:
+        from agentgym.runtime import run_sync
+
+        run_sync(data_analysis.close_shared_pools())
 
 
 def play_command(env_id: str, seed: int | None, env_kwargs: dict[str, Any]) -> int:
@@ -108,3 +118,4 @@ def play_command(env_id: str, seed: int | None, env_kwargs: dict[str, Any]) -> i
         return 0
     finally:
         env.close()
+        _close_shared_resources()

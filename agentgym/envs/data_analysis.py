@@ -303,11 +303,15 @@ class DataAnalysisEnv(ToolEnv):
             result = await self._sandbox.run(code, timeout=self.python_timeout_s)
         except (SandboxError, SandboxClosedError) as e:
             raise InfraError(f"sandbox failure: {e}") from e
+        if result.status != "ok":
+            # Every non-ok status is caused by the agent's own code (sandboxes contract); when
+            # that code killed its interpreter, the lost state is the agent's doing, not an outage.
+            note = ("\nYour interpreter was restarted: variables and imports from earlier calls are gone "
+                    "(files in the working directory remain)." if result.state_lost else "")
+            raise AgentError(_failure_text(result) + note)
         if result.state_lost:
             self._state_lost = True
             raise InfraError("the sandbox was replaced and this episode's state could not be restored")
-        if result.status != "ok":
-            raise AgentError(_failure_text(result))
         return format_exec_result(result)
 
     # ---- prompts --------------------------------------------------------------

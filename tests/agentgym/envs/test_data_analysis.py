@@ -170,6 +170,17 @@ def test_sandbox_failures_flag_the_episode_instead_of_scoring_it(env, fake_run, 
     assert "Out: 42" in obs
 
 
+def test_agent_code_that_kills_its_interpreter_is_an_agent_error(env):
+    """Crashing one's own sandbox must not turn a bad episode into a dropped one."""
+    env.reset(seed=11)
+    env.step(call("python", code="x = 41"))
+    obs, reward, terminated, truncated, info = env.step(call("python", code="import os; os._exit(3)"))
+    assert info["infra_failed"] is False and info["tool_results"][0]["status"] == "agent_error"
+    assert "restarted" in obs and not truncated
+    obs, *_ = env.step(call("python", code="6 * 7"))  # the episode goes on with a fresh interpreter
+    assert "Out: 42" in obs
+
+
 def test_fingerprint_records_sandbox_versions_and_manifest(env):
     fields = env.fingerprint.fields
     assert fields["sandbox"]["backend"] == "process"
