@@ -4,11 +4,16 @@ Used automatically only when no Docker engine is reachable. Isolation is weaker 
 class says so: each setting of :class:`SandboxConfig` it cannot enforce is named in a
 :class:`SandboxIsolationWarning` (once per process). What it does enforce:
 
-- network, PID, IPC and UTS namespaces through ``unshare`` where the kernel allows it
+- network, PID and IPC namespaces through ``unshare`` where the kernel allows it
   (root, or unprivileged user namespaces); then reset kills every process the agent
   started, and the network has only a down loopback;
-- rlimits on the worker: address space (``mem_limit``), processes (``pids_limit``, not
-  for root), file size (``tmpfs_size``), no core dumps; ``no_new_privs``;
+- as root, also a private mount namespace in which ``/`` is read-only except the
+  sandbox's own directory, and no capabilities (``setpriv``), so root cannot undo it
+  and RLIMIT_NPROC applies;
+- as root, a cgroup per sandbox with the ``pids_limit``, ``mem_limit`` and ``cpus`` that
+  Docker would set (:mod:`sandboxes.cgroups`);
+- otherwise rlimits on the worker: address space (``mem_limit``), processes
+  (``pids_limit``); always file size (``tmpfs_size``), no core dumps, ``no_new_privs``;
 - a private working directory and ``TMPDIR`` under a fresh temporary directory.
 """
 
@@ -23,15 +28,24 @@ import subprocess
 import sys
 import tempfile
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from sandboxes import cgroups
 from sandboxes.protocol import SandboxConfig, default_env, parse_size
 from sandboxes.supervised import RUNTIME_DIR, SupervisedSandbox
 
-__all__ = ["ProcessSandbox", "ProcessBackend", "SandboxIsolationWarning", "namespace_support"]
+__all__ = [
+    "ProcessSandbox",
+    "ProcessBackend",
+    "SandboxIsolationWarning",
+    "IsolationSupport",
+    "isolation_support",
+    "namespace_support",
+]
 
-Isolation = Literal["auto", "none"]
+IsolationChoice = Literal["auto", "none"]
 _ADDRESS_SPACE_HEADROOM = 2 * 1024**3
 """RLIMIT_AS counts reserved, not resident, memory: numpy/pandas reserve about 1 GiB
 they never touch, so the limit is ``mem_limit`` plus this headroom."""
@@ -41,22 +55,76 @@ class SandboxIsolationWarning(UserWarning):
     """A sandbox setting could not be enforced by the chosen backend."""
 
 
+_CONFINE_ROOT = (
+    'd="$1"; shift; mount --bind "$d" "$d" && mount -o remount,bind,ro / && '
+    'exec setpriv --bounding-set=-all --inh-caps=-all --no-new-privs -- "$@"'
+)
+"""Run inside a fresh mount namespace as root: only the sandbox directory stays
+writable, and the supervisor runs with no capabilities at all (so it cannot remount,
+and RLIMIT_NPROC binds it)."""
+
+
+@dataclass(frozen=True)
+class IsolationSupport:
+    """What the process backend can do on this machine (probed once per process)."""
+
+    prefix: tuple[str, ...]
+    """``unshare ...`` command prefix, or ``()`` without namespaces."""
+    confined_root: bool
+    """Root only: read-only ``/`` except the sandbox directory, and no capabilities."""
+    reason: str
+    """Why namespaces (or root confinement) are unavailable, for the warning."""
+
+    @property
+    def namespaces(self) -> bool:
+        return bool(self.prefix)
+
+    def wrap(self, sandbox_dir: str, argv: list[str]) -> list[str]:
+        if self.confined_root:
+            return [*self.prefix, "sh", "-c", _CONFINE_ROOT, "sh", sandbox_dir, *argv]
+        return [*self.prefix, *argv]
+
+
+def _probe(argv: list[str]) -> str:
+    """'' if ``argv`` runs and exits 0, else why not."""
+    try:
+        probe = subprocess.run(argv, capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"`{argv[0]}` failed to run: {e}"
+    if probe.returncode != 0:
+        return probe.stderr.decode(errors="replace").strip() or f"exit {probe.returncode}"
+    return ""
+
+
 @functools.lru_cache(maxsize=1)
-def namespace_support() -> tuple[tuple[str, ...], str]:
-    """The ``unshare`` prefix that works here, or ``()`` and the reason it does not."""
+def isolation_support() -> IsolationSupport:
     unshare = shutil.which("unshare")
     if unshare is None:
-        return (), "the `unshare` program (util-linux) is not installed"
+        return IsolationSupport((), False, "the `unshare` program (util-linux) is not installed")
     common = ["--net", "--pid", "--fork", "--kill-child", "--mount-proc", "--ipc"]
-    prefix = [unshare, *common] if os.geteuid() == 0 else [unshare, "--user", "--map-root-user", *common]
-    try:
-        probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=10)
-    except (OSError, subprocess.SubprocessError) as e:
-        return (), f"`unshare` failed to run: {e}"
-    if probe.returncode != 0:
-        reason = probe.stderr.decode(errors="replace").strip() or f"exit {probe.returncode}"
-        return (), f"`{' '.join(prefix)} true` failed: {reason}"
-    return tuple(prefix), ""
+    reason = ""
+    if os.geteuid() == 0:
+        confined = IsolationSupport((unshare, "--mount", "--propagation", "private", *common), True, "")
+        if shutil.which("setpriv") is None:
+            reason = "`setpriv` is not installed"
+        else:
+            with tempfile.TemporaryDirectory() as probe_dir:
+                reason = _probe(confined.wrap(probe_dir, ["true"]))
+            if not reason:
+                return confined
+        plain = [unshare, *common]
+    else:
+        plain = [unshare, "--user", "--map-root-user", *common]
+    failure = _probe([*plain, "true"])
+    if failure:
+        return IsolationSupport((), False, f"`{' '.join(plain)} true` failed: {failure}")
+    return IsolationSupport(tuple(plain), False, reason and f"root confinement failed: {reason}")
+
+
+def namespace_support() -> tuple[tuple[str, ...], str]:
+    """The ``unshare`` prefix that works here (or ``()``) and why namespaces do not."""
+    support = isolation_support()
+    return support.prefix, support.reason
 
 
 def _warn_once(message: str) -> None:
@@ -68,24 +136,27 @@ def _warn_once(message: str) -> None:
 _warned: set[str] = set()
 
 
-def _unenforced(config: SandboxConfig, namespaces: bool) -> list[str]:
+def _unenforced(config: SandboxConfig, support: IsolationSupport, *, cgroup: bool) -> list[str]:
     """Settings of ``config`` this backend cannot enforce, each with the reason."""
     missing = []
     root = os.geteuid() == 0
-    if config.network == "none" and not namespaces:
+    if config.network == "none" and not support.namespaces:
         missing.append("network='none' (no network namespace)")
-    if config.read_only_root:
+    if config.read_only_root and not support.confined_root:
         missing.append("read_only_root (the host filesystem is writable where the user may write)")
-    if config.user and not root:
-        missing.append(f"user={config.user!r} (runs as the calling user)")
-    elif root:
-        missing.append(f"user={config.user!r} (runs as root: the interpreter is not always readable by others)")
-    if root and not namespaces:
-        missing.append("pids_limit (root ignores RLIMIT_NPROC)")
-    missing.append(f"cpus={config.cpus} (no CPU quota outside cgroups)")
-    missing.append("mem_limit as a resident limit (enforced as an address-space rlimit)")
     if root:
-        missing.append("cap_drop_all (root keeps its capabilities)")
+        how = "without capabilities" if support.confined_root else "with its capabilities"
+        missing.append(f"user={config.user!r} (runs as root {how}: the interpreter may be unreadable to others)")
+        if not support.confined_root:
+            missing.append("cap_drop_all (root keeps its capabilities)")
+        if not cgroup:
+            missing.append("pids_limit (root ignores RLIMIT_NPROC and no cgroup could be made)")
+    else:
+        missing.append(f"user={config.user!r} (runs as the calling user)")
+    if not cgroup:
+        missing.append(f"cpus={config.cpus} (no CPU quota outside cgroups)")
+        missing.append("mem_limit as a resident limit (enforced as an address-space rlimit)")
+    missing.append(f"tmpfs_size={config.tmpfs_size!r} (enforced per file, as a file-size rlimit)")
     return missing
 
 
@@ -104,7 +175,7 @@ class ProcessSandbox(SupervisedSandbox):
         self,
         config: SandboxConfig | None = None,
         *,
-        isolation: Isolation = "auto",
+        isolation: IsolationChoice = "auto",
         python: str | None = None,
         base_dir: str | None = None,
     ) -> None:
@@ -115,6 +186,8 @@ class ProcessSandbox(SupervisedSandbox):
         self._proc: subprocess.Popen | None = None
         self._dir: Path | None = None
         self._namespaced = False
+        self._support: IsolationSupport | None = None
+        self._cgroup: cgroups.SandboxCgroup | None = None
 
     @property
     def id(self) -> str:
@@ -125,23 +198,28 @@ class ProcessSandbox(SupervisedSandbox):
         return str(self._dir / "work") if self._dir else ""
 
     async def _launch(self) -> str:
-        prefix: tuple[str, ...] = ()
-        if self.isolation == "auto":
-            prefix, reason = namespace_support()
-            if not prefix:
-                _warn_once(f"ProcessSandbox: no namespaces ({reason}); the code can use the network")
-        self._namespaced = bool(prefix)
-        missing = _unenforced(self.config, self._namespaced)
+        support = isolation_support() if self.isolation == "auto" else IsolationSupport((), False, "isolation='none'")
+        self._support = support
+        self._namespaced = support.namespaces
+        self._dir = Path(tempfile.mkdtemp(prefix="agentgym-sb-", dir=self.base_dir))
+        self._cgroup = cgroups.create(
+            self._dir.name,
+            pids=self.config.pids_limit + 2,  # + the `sh` and `unshare` in front
+            memory_bytes=self.config.mem_limit_bytes,
+            cpus=self.config.cpus,
+        )
+        missing = _unenforced(self.config, support, cgroup=self._cgroup is not None)
         if missing:
             _warn_once(
                 "ProcessSandbox does not enforce: " + "; ".join(missing)
                 + ". Use DockerSandbox (start a Docker engine) for full isolation."
             )
-        self._dir = Path(tempfile.mkdtemp(prefix="agentgym-sb-", dir=self.base_dir))
         for sub in ("work", "tmp"):
             (self._dir / sub).mkdir()
         socket_path = str(self._dir / "supervisor.sock")
-        argv = [*prefix, *self._supervisor_argv(socket_path)]
+        argv = support.wrap(str(self._dir), self._supervisor_argv(socket_path))
+        if self._cgroup is not None:
+            argv = [*self._cgroup.join_prefix(), *argv]
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **default_env(self.config)}
         env["HOME"] = self.workdir
         with open(self._dir / "supervisor.log", "ab") as log:
@@ -158,13 +236,12 @@ class ProcessSandbox(SupervisedSandbox):
 
     def _supervisor_argv(self, socket_path: str) -> list[str]:
         c = self.config
-        rlimits: dict[str, Any] = {
-            "as": c.mem_limit_bytes + _ADDRESS_SPACE_HEADROOM,
-            "fsize": parse_size(c.tmpfs_size),
-            "core": 0,
-        }
-        if os.geteuid() != 0 or self._namespaced:
-            rlimits["nproc"] = c.pids_limit + (0 if self._namespaced else _user_process_count())
+        rlimits: dict[str, Any] = {"fsize": parse_size(c.tmpfs_size), "core": 0}
+        if self._cgroup is None:
+            rlimits["as"] = c.mem_limit_bytes + _ADDRESS_SPACE_HEADROOM
+        if os.geteuid() != 0:
+            # RLIMIT_NPROC counts every process of the user, so allow for those running now
+            rlimits["nproc"] = c.pids_limit + _user_process_count()
         argv = [
             self.python, "-E", "-s", str(RUNTIME_DIR / "supervisor.py"),
             "--socket", socket_path,
@@ -177,6 +254,8 @@ class ProcessSandbox(SupervisedSandbox):
             "--grace", str(c.grace_s),
             "--rlimits", json.dumps(rlimits),
         ]  # fmt: skip
+        if self._cgroup is not None and self._cgroup.oom_events is not None:
+            argv += ["--oom-file", str(self._cgroup.oom_events)]
         if self._namespaced:
             argv.append("--kill-all")  # safe: the supervisor is alone in its PID namespace
         return argv
@@ -188,12 +267,17 @@ class ProcessSandbox(SupervisedSandbox):
         proc, self._proc = self._proc, None
         if proc is not None:
             _kill_group(proc)
+        if self._cgroup is not None:
+            self._cgroup.remove()
+            self._cgroup = None
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
 
     def describe(self) -> dict[str, Any]:
         info = super().describe()
         info["namespaces"] = self._namespaced
+        info["confined_root"] = self._support.confined_root if self._support else False
+        info["cgroup"] = self._cgroup is not None
         return info
 
 
@@ -244,7 +328,8 @@ class ProcessBackend:
     def describe(self) -> dict[str, Any]:
         return {
             "backend": self.name,
-            "namespaces": bool(namespace_support()[0]),
+            "namespaces": isolation_support().namespaces,
+            "confined_root": isolation_support().confined_root,
             "config": self.config.fingerprint(),
         }
 

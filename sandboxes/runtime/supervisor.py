@@ -93,9 +93,14 @@ def _read_available(fd: int) -> tuple:
             return b"".join(chunks), False
 
 
+OOM_FILES = ["/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"]
+"""Where the sandbox's cgroup counts OOM kills (inside a container); ``--oom-file``
+names the file for the process backend's own cgroup."""
+
+
 def _oom_kills() -> int:
     """The cgroup's OOM-kill counter (v2 or v1), or -1 when unreadable."""
-    for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"):
+    for path in OOM_FILES:
         try:
             with open(path) as f:
                 for line in f:
@@ -683,11 +688,14 @@ def parse_args(argv: list) -> argparse.Namespace:
     p.add_argument("--drop-user", default="", help="uid:gid to switch to after start (process backend as root)")
     p.add_argument("--startup-wait-s", type=float, default=300.0)
     p.add_argument("--orphan-exit-s", type=float, default=60.0)
+    p.add_argument("--oom-file", default="", help="cgroup file with the oom_kill counter")
     return p.parse_args(argv)
 
 
 def main(argv: list | None = None) -> None:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.oom_file:
+        OOM_FILES.insert(0, args.oom_file)
     if os.getpid() == 1:
         _reap_as_init()
     if args.drop_user:

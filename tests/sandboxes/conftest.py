@@ -16,7 +16,7 @@ import pytest_asyncio
 
 from sandboxes import DockerSandbox, ProcessSandbox, SandboxConfig
 from sandboxes.engine import default_engine_url, engine_reachable
-from sandboxes.process import SandboxIsolationWarning, namespace_support
+from sandboxes.process import SandboxIsolationWarning, isolation_support
 
 BACKENDS = [
     pytest.param("process", id="process"),
@@ -39,12 +39,11 @@ def require_engine() -> str:
 
 def process_enforces(what: str) -> str | None:
     """Why the process backend cannot be tested for ``what`` here (None: it can)."""
-    root = os.geteuid() == 0
-    namespaced = bool(namespace_support()[0])
-    if what == "network" and not namespaced:
-        return "no network namespace (unshare unavailable)"
-    if what in ("pids", "readonly") and root:
-        return "ProcessSandbox runs as root here: RLIMIT_NPROC and file permissions do not bind root"
+    support = isolation_support()
+    if what == "network" and not support.namespaces:
+        return f"no network namespace ({support.reason})"
+    if what in ("pids", "readonly") and os.geteuid() == 0 and not support.confined_root:
+        return f"root without confinement ({support.reason}): RLIMIT_NPROC and permissions do not bind root"
     return None
 
 

@@ -1,0 +1,125 @@
+"""Per-sandbox cgroups for the process backend when it runs as root.
+
+Root ignores RLIMIT_NPROC, and an address-space rlimit is not a memory limit, so as root
+the process backend puts each sandbox in its own cgroup with ``pids``, ``memory`` and
+``cpu`` limits (v1 or v2), the same limits Docker sets. Best effort: where the cgroup
+filesystem is not writable, :func:`create` returns None and the caller warns.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["SandboxCgroup", "create"]
+
+_ROOT = Path("/sys/fs/cgroup")
+_PARENT = "agentgym"
+
+
+@dataclass
+class SandboxCgroup:
+    """The cgroup directories of one sandbox (one per v1 hierarchy, or one for v2)."""
+
+    dirs: list[Path]
+    oom_events: Path | None
+    """File with the ``oom_kill`` counter the supervisor watches."""
+
+    def join_prefix(self) -> list[str]:
+        """Command prefix that moves itself into the cgroups, then execs the rest."""
+        procs = " ".join(str(d / "cgroup.procs") for d in self.dirs)
+        script = 'for p in $0; do echo $$ > "$p" || exit 111; done; exec "$@"'
+        return ["sh", "-c", script, procs]
+
+    def remove(self) -> None:
+        """Kill whatever is left inside, then remove the directories."""
+        for _ in range(50):
+            alive = False
+            for d in self.dirs:
+                for pid in _read_pids(d):
+                    alive = True
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+            for d in self.dirs:
+                try:
+                    d.rmdir()
+                except FileNotFoundError:
+                    pass
+                except OSError:
+                    alive = True
+            if not alive:
+                return
+            time.sleep(0.02)
+
+
+def _read_pids(d: Path) -> list[int]:
+    try:
+        return [int(x) for x in (d / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _write(path: Path, value: str) -> None:
+    path.write_text(value)
+
+
+def create(name: str, *, pids: int, memory_bytes: int, cpus: float) -> SandboxCgroup | None:
+    """A fresh cgroup with these limits, or None where cgroups cannot be managed."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        if (_ROOT / "cgroup.controllers").exists():
+            return _create_v2(name, pids, memory_bytes, cpus)
+        return _create_v1(name, pids, memory_bytes, cpus)
+    except OSError:
+        return None
+
+
+def _create_v1(name: str, pids: int, memory_bytes: int, cpus: float) -> SandboxCgroup | None:
+    hierarchies = {c: _ROOT / c for c in ("pids", "memory", "cpu")}
+    if not all((h / "cgroup.procs").exists() for h in hierarchies.values()):
+        return None
+    dirs = {c: h / _PARENT / name for c, h in hierarchies.items()}
+    for d in dirs.values():
+        d.mkdir(parents=True)
+    cgroup = SandboxCgroup(list(dirs.values()), dirs["memory"] / "memory.oom_control")
+    try:
+        _write(dirs["pids"] / "pids.max", str(pids))
+        _write(dirs["memory"] / "memory.limit_in_bytes", str(memory_bytes))
+        swap = dirs["memory"] / "memory.memsw.limit_in_bytes"
+        if swap.exists():
+            _write(swap, str(memory_bytes))
+        _write(dirs["cpu"] / "cpu.cfs_period_us", "100000")
+        _write(dirs["cpu"] / "cpu.cfs_quota_us", str(int(cpus * 100000)))
+    except OSError:
+        cgroup.remove()
+        raise
+    return cgroup
+
+
+def _create_v2(name: str, pids: int, memory_bytes: int, cpus: float) -> SandboxCgroup | None:
+    available = set((_ROOT / "cgroup.controllers").read_text().split())
+    if not {"pids", "memory", "cpu"} <= available:
+        return None
+    parent = _ROOT / _PARENT
+    parent.mkdir(exist_ok=True)
+    _write(_ROOT / "cgroup.subtree_control", "+pids +memory +cpu")
+    _write(parent / "cgroup.subtree_control", "+pids +memory +cpu")
+    d = parent / name
+    d.mkdir()
+    cgroup = SandboxCgroup([d], d / "memory.events")
+    try:
+        _write(d / "pids.max", str(pids))
+        _write(d / "memory.max", str(memory_bytes))
+        if (d / "memory.swap.max").exists():
+            _write(d / "memory.swap.max", "0")
+        _write(d / "cpu.max", f"{int(cpus * 100000)} 100000")
+    except OSError:
+        cgroup.remove()
+        raise
+    return cgroup
