@@ -41,6 +41,7 @@ from sandboxes.protocol import ExecResult, ExecStatus, Sandbox, SandboxConfig
 
 if TYPE_CHECKING:  # pragma: no cover
     from sandboxes.docker import DockerBackend, DockerSandbox
+    from sandboxes.fake import FakeBackend, FakeSandbox
     from sandboxes.image import ImageInfo, default_image
     from sandboxes.pool import PoolConfig, SandboxBackend, SandboxPool, make_pool
     from sandboxes.process import ProcessBackend, ProcessSandbox
@@ -64,6 +65,8 @@ __all__ = [
     "ImageInfo",
     "reap_orphans",
     "SyncSandbox",
+    "FakeSandbox",
+    "FakeBackend",
     "SandboxError",
     "SandboxInfraError",
     "EngineUnreachableError",
@@ -87,6 +90,8 @@ _LAZY = {
     "ImageInfo": "sandboxes.image",
     "reap_orphans": "sandboxes.reaper",
     "SyncSandbox": "sandboxes.sync",
+    "FakeSandbox": "sandboxes.fake",
+    "FakeBackend": "sandboxes.fake",
 }
 
 

@@ -40,12 +40,14 @@ class SupervisorClient:
         """
         end = time.monotonic() + timeout
         delay = 0.005
+        next_check = time.monotonic() + 0.5
         while True:
             try:
                 await self._open()
                 return
             except (FileNotFoundError, ConnectionRefusedError) as e:
-                if alive is not None and not alive():
+                # ``alive`` may cost an engine round trip: ask twice a second at most
+                if alive is not None and time.monotonic() >= next_check and not alive():
                     raise SandboxCrashedError(
                         f"the sandbox exited before its supervisor listened on {self.socket_path}"
                     ) from e
@@ -53,6 +55,8 @@ class SupervisorClient:
                     raise SandboxTransportError(
                         f"no supervisor listening on {self.socket_path} after {timeout:g}s"
                     ) from e
+                if time.monotonic() >= next_check:
+                    next_check = time.monotonic() + 0.5
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 0.1)
 

@@ -583,6 +583,7 @@ class Supervisor:
             pass
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(path)
+        os.chmod(path, 0o666)  # a host user other than ours must connect; the dir is private
         listener.listen(8)
         self.oom_baseline = _oom_kills()
         _become_subreaper()

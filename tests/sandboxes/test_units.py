@@ -159,3 +159,40 @@ def test_fake_sandbox_implements_the_protocol():
         assert (await sb.run("1/0")).status == "error"
 
     asyncio.run(scenario())
+
+
+def test_sandboxes_imports_nothing_from_the_other_packages():
+    import ast
+    from pathlib import Path
+
+    import sandboxes
+
+    root = Path(sandboxes.__file__).parent
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [node.module]
+            for name in names:
+                assert name.split(".")[0] not in {"agentgym", "tasks", "baselines"}, f"{path}: {name}"
+
+
+def test_runtime_is_stdlib_only():
+    import ast
+    import sys
+    from pathlib import Path
+
+    from sandboxes.supervised import RUNTIME_DIR
+
+    allowed = set(sys.stdlib_module_names) | {"wire"}
+    for path in Path(RUNTIME_DIR).glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                mods = [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                mods = [(node.module or "").split(".")[0]]
+            else:
+                continue
+            assert set(mods) <= allowed, f"{path.name} imports {mods}"
