@@ -232,7 +232,6 @@ class Supervisor:
         self.worker: Worker | None = None
         self.exit_codes: dict = {}
         self.cell = 0
-        self.lost_pending = False
         self.last_seq = -1
         self.last_response: tuple = ({}, b"")
         self.conn: socket.socket | None = None
@@ -414,14 +413,63 @@ class Supervisor:
     # ----------------------------------------------------------------- operations
     def op_run(self, req: dict) -> tuple:
         seq = req["seq"]
-        lost, self.lost_pending = self.lost_pending, False
-        self.ensure_ready(seq)
-        w = self.worker
-        self.cell += 1
         timeout = float(req.get("timeout") or self.args.default_timeout)
+        w, lost = self.start_cell(seq, req["code"])
+        outcome, out, err, interrupted, duration = self.wait_for_cell(w, seq, timeout)
+        if outcome["status"] == "died":
+            outcome = self.worker_died(interrupted)
+        if outcome["status"] == "timeout" or w.dead:
+            self.reap_worker(killed=True)
+            lost = True
+            self.spawn_worker(seq)  # a fresh fork, ready by the time the host asks again
+        status = outcome.get("status", "crash")
+        if status == "interrupted":
+            status = "timeout" if interrupted else "error"
+        stdout, out_cut = out.render()
+        stderr, err_cut = err.render()
+        return {
+            "seq": seq,
+            "status": status,
+            "stdout": stdout,
+            "stderr": stderr,
+            "value": outcome.get("value"),
+            "error": outcome.get("error"),
+            "duration_s": duration,
+            "stdout_truncated": out_cut,
+            "stderr_truncated": err_cut,
+            "value_truncated": bool(outcome.get("value_truncated")),
+            "stdout_bytes": out.total,
+            "stderr_bytes": err.total,
+            "state_lost": lost,
+        }, b""
+
+    def start_cell(self, seq: int, code: str) -> tuple:
+        """Hand ``code`` to a live worker; returns it and whether state was lost because
+        the previous worker died between calls (a background thread, the OOM killer)."""
+        lost = False
+        for _ in range(2):
+            self.reap_children()
+            w = self.worker
+            if w is not None and not w.dead and w.pid in self.exit_codes:
+                self.reap_worker(killed=True)
+                lost = True
+            self.ensure_ready(seq)
+            w = self.worker
+            self.cell += 1
+            try:
+                w.send({"op": "run", "code": code, "cell": self.cell})
+                return w, lost
+            except OSError:  # it died just now; the code has not run
+                self.reap_worker(killed=True)
+                lost = True
+        raise RuntimeError("the worker died twice before it could take the code")
+
+    def wait_for_cell(self, w: Worker, seq: int, timeout: float) -> tuple:
+        """Drain the worker's output until it answers, interrupting it at the deadline
+        and killing it ``grace`` seconds later. Returns (outcome, stdout, stderr,
+        interrupted, duration)."""
         out, err = HeadTail(self.args.output_limit), HeadTail(self.args.output_limit)
         start = time.monotonic()
-        w.send({"op": "run", "code": req["code"], "cell": self.cell})
         deadline, kill_at, interrupted = start + timeout, None, False
         outcome = None
         while outcome is None:
@@ -456,32 +504,7 @@ class Supervisor:
         duration = time.monotonic() - start
         for fd, buf in ((w.out_r, out), (w.err_r, err)):
             buf.add(_read_available(fd)[0])
-        if outcome["status"] == "died":
-            outcome = self.worker_died(interrupted)
-        if outcome.get("status") == "timeout" or w.dead:
-            self.reap_worker(killed=True)
-            lost = True
-            self.spawn_worker(seq)  # a fresh fork, ready by the time the host asks again
-        status = outcome.get("status", "crash")
-        if status == "interrupted":
-            status = "timeout" if interrupted else "error"
-        stdout, out_cut = out.render()
-        stderr, err_cut = err.render()
-        return {
-            "seq": seq,
-            "status": status,
-            "stdout": stdout,
-            "stderr": stderr,
-            "value": outcome.get("value"),
-            "error": outcome.get("error"),
-            "duration_s": duration,
-            "stdout_truncated": out_cut,
-            "stderr_truncated": err_cut,
-            "value_truncated": bool(outcome.get("value_truncated")),
-            "stdout_bytes": out.total,
-            "stderr_bytes": err.total,
-            "state_lost": lost,
-        }, b""
+        return outcome, out, err, interrupted, duration
 
     def worker_died(self, interrupted: bool) -> dict:
         before = self.oom_baseline
@@ -498,7 +521,6 @@ class Supervisor:
         self.reap_worker(killed=True)
         for root in (self.args.workdir, self.args.tmpdir):
             _empty_dir(root)
-        self.lost_pending = False
         self.ensure_ready(req["seq"])
         return {"seq": req["seq"], "ok": True}, b""
 

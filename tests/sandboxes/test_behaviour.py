@@ -174,3 +174,12 @@ async def test_reset_clears_variables_files_and_processes(sandbox):
 async def test_large_value_repr_is_truncated(sandbox):
     result = await sandbox.run("'y' * 1_000_000")
     assert result.value_truncated and len(result.value) < sandbox.config.value_limit_bytes + 200
+
+
+async def test_interpreter_dying_between_calls_is_reported_on_the_next_call(sandbox):
+    await sandbox.run("kept = 1")
+    code = "import os, threading, time\nthreading.Thread(target=lambda: (time.sleep(0.2), os._exit(0))).start()"
+    assert (await sandbox.run(code)).status == "ok"
+    time.sleep(0.5)
+    result = await sandbox.run("1 + 1")
+    assert result.status == "ok" and result.value == "2" and result.state_lost
