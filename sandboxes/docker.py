@@ -306,7 +306,7 @@ class DockerBackend:
     def describe(self) -> dict[str, Any]:
         return {
             "backend": self.name,
-            "image": self.image_info.to_dict() if self.image_info else self._image_tag,
+            "image": self.image_info.fingerprint() if self.image_info else self._image_tag,
             "runtime": runtime_digest(),
             "config": self.config.fingerprint(),
         }

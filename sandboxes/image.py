@@ -98,6 +98,10 @@ class ImageInfo:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def fingerprint(self) -> dict[str, Any]:
+        """What identifies the image, without how this call found it (``built``)."""
+        return {k: v for k, v in self.to_dict().items() if k != "built"}
+
 
 def recipe_hash(recipe: dict[str, Any] | None = None) -> str:
     text = json.dumps(recipe or RECIPE, sort_keys=True, separators=(",", ":"))

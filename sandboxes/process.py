@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import platform
 import shutil
 import signal
 import subprocess
@@ -34,7 +35,7 @@ from typing import Any, Literal
 
 from sandboxes import cgroups
 from sandboxes.protocol import SandboxConfig, default_env, parse_size
-from sandboxes.supervised import RUNTIME_DIR, SupervisedSandbox
+from sandboxes.supervised import RUNTIME_DIR, SupervisedSandbox, runtime_digest
 
 __all__ = [
     "ProcessSandbox",
@@ -308,6 +309,19 @@ def _user_process_count() -> int:
     return count
 
 
+def _library_versions(modules: tuple[str, ...]) -> dict[str, str | None]:
+    """Versions the worker will import (this interpreter's), without importing them."""
+    from importlib import metadata
+
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    for name in modules:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
 class ProcessBackend:
     """Creates :class:`ProcessSandbox` instances for a :class:`~sandboxes.SandboxPool`."""
 
@@ -328,6 +342,8 @@ class ProcessBackend:
     def describe(self) -> dict[str, Any]:
         return {
             "backend": self.name,
+            "versions": _library_versions(self.config.preload),
+            "runtime": runtime_digest(),
             "namespaces": isolation_support().namespaces,
             "confined_root": isolation_support().confined_root,
             "config": self.config.fingerprint(),
