@@ -19,6 +19,7 @@ class says so: each setting of :class:`SandboxConfig` it cannot enforce is named
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import os
@@ -35,6 +36,7 @@ from typing import Any, Literal
 
 from sandboxes import cgroups
 from sandboxes.protocol import SandboxConfig, default_env, parse_size
+from sandboxes.reaper import remove_dead_sandbox_dirs, socket_root
 from sandboxes.supervised import RUNTIME_DIR, SupervisedSandbox, runtime_digest
 
 __all__ = [
@@ -169,7 +171,8 @@ class ProcessSandbox(SupervisedSandbox):
         isolation: ``"auto"`` uses namespaces when ``unshare`` works; ``"none"`` never.
         python: interpreter for the supervisor and worker (default: this one, so the
             worker imports the host's numpy and pandas).
-        base_dir: where per-sandbox directories go (default: the system temp dir).
+        base_dir: where per-sandbox directories go (default: this process's directory
+            under ``$TMPDIR/agentgym-sandboxes``, which the reaper cleans up).
     """
 
     def __init__(
@@ -202,7 +205,7 @@ class ProcessSandbox(SupervisedSandbox):
         support = isolation_support() if self.isolation == "auto" else IsolationSupport((), False, "isolation='none'")
         self._support = support
         self._namespaced = support.namespaces
-        self._dir = Path(tempfile.mkdtemp(prefix="agentgym-sb-", dir=self.base_dir))
+        self._dir = Path(tempfile.mkdtemp(prefix="p-", dir=self.base_dir or socket_root()))
         self._cgroup = cgroups.create(
             self._dir.name,
             pids=self.config.pids_limit + 2,  # + the `sh` and `unshare` in front
@@ -254,6 +257,7 @@ class ProcessSandbox(SupervisedSandbox):
             "--default-timeout", str(c.default_timeout_s),
             "--grace", str(c.grace_s),
             "--rlimits", json.dumps(rlimits),
+            "--cleanup-dir", str(self._dir),
         ]  # fmt: skip
         if self._cgroup is not None and self._cgroup.oom_events is not None:
             argv += ["--oom-file", str(self._cgroup.oom_events)]
@@ -336,8 +340,9 @@ class ProcessBackend:
         return await sandbox.start()
 
     async def remove_orphans(self) -> int:
-        """Process sandboxes exit on their own when their host goes away."""
-        return 0
+        """Process sandboxes exit on their own when their host goes away (no host
+        connected for a minute); this removes the directories of dead hosts."""
+        return await asyncio.to_thread(remove_dead_sandbox_dirs)
 
     def describe(self) -> dict[str, Any]:
         return {

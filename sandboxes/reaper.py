@@ -34,6 +34,7 @@ __all__ = [
     "reap_orphans",
     "register_engine",
     "socket_root",
+    "remove_dead_sandbox_dirs",
 ]
 
 OWNER_LABEL = "agentgym.owner"
@@ -69,13 +70,30 @@ def owner_alive(owner: str) -> bool | None:
     return _start_time(int(pid_text)) == started
 
 
+_SANDBOX_DIRS = Path(tempfile.gettempdir()) / "agentgym-sandboxes"
+
+
 def socket_root() -> Path:
-    """Host directory for this process's sandbox sockets, removed by the reaper later."""
-    root = Path(tempfile.gettempdir()) / "agentgym-sandboxes"
-    root.mkdir(mode=0o711, exist_ok=True)
-    mine = root / owner_id().replace(":", "_")
+    """This process's directory for sandbox sockets and work dirs (``<pid>_<start>``,
+    short enough for Unix socket paths); the reaper removes those of dead processes."""
+    _SANDBOX_DIRS.mkdir(mode=0o711, exist_ok=True)
+    _, pid, started = owner_id().split(":")
+    mine = _SANDBOX_DIRS / f"{pid}_{started}"
     mine.mkdir(mode=0o711, exist_ok=True)
     return mine
+
+
+def remove_dead_sandbox_dirs() -> int:
+    """Remove sandbox directories left by dead processes of this host; return how many."""
+    if not _SANDBOX_DIRS.is_dir():
+        return 0
+    removed = 0
+    for entry in _SANDBOX_DIRS.iterdir():
+        pid, _, started = entry.name.partition("_")
+        if owner_alive(f"{socket.gethostname()}:{pid}:{started}") is False:
+            shutil.rmtree(entry, ignore_errors=True)
+            removed += 1
+    return removed
 
 
 def _remove(container: Any) -> str | None:
@@ -125,17 +143,8 @@ def reap_orphans(
             removed += _remove_all(doomed)
         finally:
             client.close()
-    _remove_dead_socket_dirs()
+    remove_dead_sandbox_dirs()
     return removed
-
-
-def _remove_dead_socket_dirs() -> None:
-    root = Path(tempfile.gettempdir()) / "agentgym-sandboxes"
-    if not root.is_dir():
-        return
-    for entry in root.iterdir():
-        if owner_alive(entry.name.replace("_", ":")) is False:
-            shutil.rmtree(entry, ignore_errors=True)
 
 
 # ---------------------------------------------------------------- clean-up at exit

@@ -646,6 +646,8 @@ class Supervisor:
         try:
             self.kill_processes()
             self.kill_zygote()
+            if self.args.cleanup_dir:
+                shutil.rmtree(self.args.cleanup_dir, ignore_errors=True)
         finally:
             os._exit(code)
 
@@ -712,6 +714,7 @@ def parse_args(argv: list) -> argparse.Namespace:
     p.add_argument("--startup-wait-s", type=float, default=300.0)
     p.add_argument("--orphan-exit-s", type=float, default=60.0)
     p.add_argument("--oom-file", default="", help="cgroup file with the oom_kill counter")
+    p.add_argument("--cleanup-dir", default="", help="directory to remove when the supervisor exits")
     return p.parse_args(argv)
 
 

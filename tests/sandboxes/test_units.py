@@ -196,3 +196,13 @@ def test_runtime_is_stdlib_only():
             else:
                 continue
             assert set(mods) <= allowed, f"{path.name} imports {mods}"
+
+
+def test_reaper_removes_sandbox_dirs_of_dead_processes_only():
+    from sandboxes.reaper import _SANDBOX_DIRS, remove_dead_sandbox_dirs, socket_root
+
+    mine = socket_root()
+    dead = _SANDBOX_DIRS / "999999999_1"
+    (dead / "p-x").mkdir(parents=True, exist_ok=True)
+    assert remove_dead_sandbox_dirs() >= 1
+    assert not dead.exists() and mine.exists()
