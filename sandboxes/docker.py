@@ -181,7 +181,8 @@ class DockerSandbox(SupervisedSandbox):
     def describe(self) -> dict[str, Any]:
         info = super().describe()
         info["engine"] = self.engine_url
-        info["image"] = self._container.image.id if self._container is not None else self._image
+        # attrs, not .image: that property asks the engine, and envs call this per episode
+        info["image"] = self._container.attrs.get("Image") if self._container is not None else self._image
         return info
 
 
