@@ -30,40 +30,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import wire  # noqa: E402
+from headtail import HeadTail  # noqa: E402
 
 HEARTBEAT_S = 1.0
 F_SETPIPE_SZ = 1031
-
-
-class HeadTail:
-    """Keeps the first and last ``limit // 2`` bytes of a stream and counts the rest."""
-
-    def __init__(self, limit: int) -> None:
-        self.half = limit // 2
-        self.limit = self.half * 2
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def add(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self.half - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if data:
-            self.tail += data
-            if len(self.tail) > 4 * self.half + 65536:
-                del self.tail[: -self.half]
-
-    def render(self) -> tuple:
-        if self.total <= self.limit:
-            return (bytes(self.head) + bytes(self.tail)).decode("utf-8", "replace"), False
-        tail = bytes(self.tail[-self.half :]) if self.half else b""
-        omitted = self.total - len(self.head) - len(tail)
-        marker = f"\n[... {omitted:,} bytes truncated (of {self.total:,}) ...]\n"
-        text = self.head.decode("utf-8", "replace") + marker + tail.decode("utf-8", "replace")
-        return text, True
 
 
 def _set_nonblocking(fd: int) -> None:

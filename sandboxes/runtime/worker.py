@@ -26,6 +26,7 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import wire  # noqa: E402
+from headtail import HeadTail  # noqa: E402
 
 CTRL_IN, CTRL_OUT = 3, 4  # replaced by the fd numbers the supervisor passes
 _running = False
@@ -87,13 +88,9 @@ def _preload(modules: list) -> tuple:
 
 
 def _cut(text: str, limit: int) -> tuple:
-    data = text.encode("utf-8", "replace")
-    if len(data) <= limit:
-        return text, False
-    half = limit // 2
-    marker = f"\n[... {len(data) - 2 * half:,} bytes truncated ...]\n".encode()
-    cut = data[:half] + marker + data[-half:]
-    return cut.decode("utf-8", "replace"), True
+    buf = HeadTail(limit)
+    buf.add(text.encode("utf-8", "replace"))
+    return buf.render()
 
 
 def _user_traceback(exc: BaseException) -> str:
