@@ -35,7 +35,7 @@ from agentgym.errors import AgentError, ConfigError, InfraError
 from agentgym.runtime import in_runtime_loop, run_sync
 from agentgym.tools import Tool
 from tasks.data_analysis.generator import GeneratorConfig, Question, generate_question
-from tasks.data_analysis.grading import DuplicateKeyError, parse_answer_json, score_answer
+from tasks.data_analysis.grading import score_answer
 from tasks.data_analysis.manifest import manifest_digest
 from tasks.data_analysis.reference import answer_arguments
 from tasks.data_analysis.tiers import TEMPLATES, template_by_id
@@ -330,25 +330,7 @@ class DataAnalysisEnv(ToolEnv):
         q = task.question
         score = score_answer(q.schema, answer_args, q.truth)
         diagnostics = {"tier": q.tier, "template": q.template_id, **score.diagnostics()}
-        if score.reward and self._answer_has_duplicate_keys():
-            diagnostics.update(score_reason="duplicate keys in the answer", correct_fraction=0.0)
-            return 0.0, diagnostics
         return score.reward, diagnostics
-
-    def _answer_has_duplicate_keys(self) -> bool:
-        """JSON parsing keeps the last of duplicated keys; look at the raw call text."""
-        last = next((m for m in reversed(self.transcript) if m["role"] == "assistant"), None)
-        if last is None:
-            return False
-        for block in re.findall(r"<tool_call>(.*?)</tool_call>", last["content"], flags=re.S):
-            try:
-                parse_answer_json(block.strip())
-            except DuplicateKeyError:
-                if re.search(r'"name"\s*:\s*"answer"', block):
-                    return True
-            except ValueError:
-                continue
-        return False
 
     # ---- fingerprint ----------------------------------------------------------
     def _fingerprint_fields(self) -> dict[str, Any]:

@@ -138,8 +138,9 @@ def test_duplicate_keys_in_the_answer_call_score_zero(env):
     first_key = q.schema.keys()[0]
     dup = args[:-1] + f', "{first_key}": ' + json.dumps(args and json.loads(args)[first_key]) + "}"
     text = '<tool_call>{"name": "answer", "arguments": ' + dup + "}</tool_call>"
-    _, reward, terminated, _, info = env.step(text)
-    assert terminated and reward == 0.0 and "duplicate" in info["score_reason"]
+    obs, reward, terminated, _, info = env.step(text)
+    assert not terminated and reward == 0.0 and "more than once" in obs
+    assert info["tool_results"][0]["status"] == "parse_error"
 
 
 def test_the_truth_scores_one(env):

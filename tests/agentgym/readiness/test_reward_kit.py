@@ -21,7 +21,7 @@ from agentgym.readiness.audit import render_attack_action
 from agentgym.readiness.reward_kit import ATTACK_CATEGORIES, homoglyphs
 from agentgym.readiness.scoring import OracleFailedError, answer_schema_problem
 
-from .conftest import hermes_keeps_duplicate_keys, register_test_env
+from .conftest import register_test_env
 
 REQUIRED = {"candidates", "long", "echo", "empty", "whitespace", "lookalike", "embedded", "extra_field",
             "duplicate_field", "judge", "multiple_calls"}
@@ -151,12 +151,7 @@ def test_audit_reward_passes_for_every_registered_env(env_id):
     assert not report.oracle_failures
     assert report.results, "no attack ran"
     assert not report.crashes, report.crashes[:3]
-    others = [r for r in report.leaks if r.category != "duplicate_field"]
-    assert not others, [(r.attack, r.episode_reward) for r in others[:5]]
-    if report.leaks and hermes_keeps_duplicate_keys():
-        # Known, owned by agentgym/parsing.py: lifts itself once the parser rejects duplicates.
-        pytest.xfail("HermesParser keeps the last of duplicated keys, so {\"answer\": wrong, \"answer\": right} "
-                     "scores 1; fix: json.loads(..., object_pairs_hook=<reject duplicates>) -> parse_error")
+    assert not report.leaks, [(r.attack, r.episode_reward) for r in report.leaks[:5]]
     assert report.passed
 
 
