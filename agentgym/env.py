@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any, ClassVar, SupportsFloat
 
 import gymnasium as gym
@@ -95,6 +96,9 @@ class ToolEnv(gym.Env[str, str]):
         self.observation_space = UnicodeText(max_observation_chars)
         self.action_space = UnicodeText(max_action_chars)
         self.telemetry = Telemetry()
+        self.tool_middleware: list[Callable[[Tool], Tool]] = []
+        """Functions applied to every episode tool (not ``answer``) at reset: the seam for
+        instrumentation and fault injection. They never change the fingerprint."""
         self._fingerprint: Fingerprint | None = None
         self._task: Any = None
         self._started = False
@@ -198,6 +202,8 @@ class ToolEnv(gym.Env[str, str]):
         await self._start_episode(self._task)
         self._live_resources = True
         tools = self._tools(self._task)
+        for wrap in self.tool_middleware:
+            tools = [t if t.name == ANSWER_TOOL else wrap(t) for t in tools]
         self._tool_names = [t.name for t in tools]
         self._executor = ToolExecutor(tools, self.telemetry)
         system, user = self._system_prompt(), self._prompt(self._task)

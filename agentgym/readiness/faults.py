@@ -3,9 +3,9 @@
 A :class:`FaultPlan` says how often each fault happens (``kill=0.05,stall=0.02``); a
 :class:`FaultInjector` makes it happen to live envs without touching their code:
 
-* it wraps every tool the env builds (an instance-level override of the ``_tools`` hook,
-  so the env's own class is untouched and the fingerprint is unchanged) and, at each
-  tool call, draws the per-call faults;
+* it wraps every tool the env builds through ``ToolEnv.tool_middleware`` (the env's class
+  is untouched, the ``answer`` tool and the fingerprint are unchanged) and, at each tool
+  call, draws the per-call faults;
 * it finds the episode's sandbox and the sandbox pool among the env's attributes by
   their public types (``sandboxes.SandboxPool`` and its leases), kills containers with
   ``DockerSandbox.kill_container`` (or ``SIGKILL`` for a process sandbox), and makes
@@ -179,15 +179,7 @@ class FaultInjector:
         base: ToolEnv = env.unwrapped
         if getattr(base, "_fault_injector", None) is self:
             return
-        original = type(base)._tools.__get__(base)
-
-        def tools(task: Any) -> list[Tool]:
-            built = original(task)
-            if task is None:  # the fingerprint's view: unchanged
-                return built
-            return [t if t.name == ANSWER_TOOL else dataclasses.replace(t, fn=self._wrap(base, t)) for t in built]
-
-        base._tools = tools  # type: ignore[method-assign]
+        base.tool_middleware.append(lambda t: dataclasses.replace(t, fn=self._wrap(base, t)))
         base._fault_injector = self  # type: ignore[attr-defined]
 
     def faults_for(self, env: Any) -> int:

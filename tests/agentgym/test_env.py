@@ -136,3 +136,22 @@ def test_last_results_do_not_leak_into_the_next_episode():
     env.reset(seed=1)
     assert env.last_results == []
     assert '"reveal"' in env.oracle_action()
+
+
+def test_tool_middleware_wraps_episode_tools_but_not_answer_or_fingerprint():
+    import dataclasses
+
+    env = ProbeEnv()
+    before = str(env.fingerprint)
+    seen = []
+
+    def spy(tool):
+        async def fn(**kw):
+            seen.append(tool.name)
+            return await tool.fn(**kw)
+        return dataclasses.replace(tool, fn=fn)
+
+    env.tool_middleware.append(spy)
+    env.reset(seed=0)
+    env.step(tc("echo", text="hi") + tc("answer", answer=1))
+    assert seen == ["echo"] and str(env.fingerprint) == before
