@@ -37,7 +37,7 @@ from agentgym.errors import (
 )
 from agentgym.executor import UNPARSED, ToolExecutor, ToolResult
 from agentgym.fingerprint import Fingerprint, make_fingerprint
-from agentgym.parsing import Parser, make_parser
+from agentgym.parsing import Parser, make_parser, normalise_action
 from agentgym.runtime import run_sync
 from agentgym.spaces import UnicodeText
 from agentgym.telemetry import Telemetry
@@ -225,7 +225,7 @@ class ToolEnv(gym.Env[str, str]):
             raise ResetNeededError(f"{self.env_id}: call reset() before step().")
         if self._done:
             raise EpisodeFinishedError(f"{self.env_id}: the episode has ended; call reset() to start a new one.")
-        text, notes = self._normalise_action(action)
+        text, notes = normalise_action(action, self.max_action_chars)
         self._turn += 1
         self.transcript.append({"role": "assistant", "content": text})
         calls = self.parser.parse(text)
@@ -256,36 +256,9 @@ class ToolEnv(gym.Env[str, str]):
         self._step_results: list[dict[str, Any]] = []
         self._episode_start = time.perf_counter()
 
-    def _normalise_action(self, action: Any) -> tuple[str, list[str]]:
-        notes: list[str] = []
-        if isinstance(action, (bytes, bytearray)):
-            text = bytes(action).decode("utf-8", errors="replace")
-            if "\ufffd" in text:
-                notes.append("Note: your message contained bytes that are not valid UTF-8; they were replaced.")
-        elif isinstance(action, str):
-            text = action
-        else:
-            text = str(action)
-            notes.append(f"Note: expected text, got {type(action).__name__}; it was converted to text.")
-        if len(text) > self.max_action_chars:
-            notes.append(
-                f"Note: your message had {len(text)} characters; only the first {self.max_action_chars} were read."
-            )
-            text = text[: self.max_action_chars]
-        return text, notes
-
     async def _execute(self, calls: list[Any]) -> list[ToolResult]:
         assert self._executor is not None
-        n_answers = sum(1 for c in calls if c.status == "ok" and c.name == ANSWER_TOOL)
-        if n_answers > 1:
-            # Answer spraying guard: several answers in one turn are never scored.
-            calls = [c for c in calls if not (c.status == "ok" and c.name == ANSWER_TOOL)]
-            results = await self._executor.execute(calls)
-            results.append(ToolResult(ANSWER_TOOL, "agent_error",
-                                      f"Error: you gave {n_answers} answers in one turn; give exactly one."))
-            self.telemetry.record_call(ANSWER_TOOL, "agent_error", 0.0, 0, False)
-        else:
-            results = await self._executor.execute(calls)
+        results = await self._executor.execute_turn(calls, ANSWER_TOOL)
         for r in results:
             self._tool_calls[r.name] += 1
             self._truncations += int(r.truncated)

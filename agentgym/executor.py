@@ -121,6 +121,18 @@ class ToolExecutor:
             self.telemetry.record_call(r.name, r.status, r.latency_ms, r.retries, r.truncated)
         return list(results)
 
+    async def execute_turn(self, calls: Sequence[ParsedCall], answer_tool: str = "answer") -> list[ToolResult]:
+        """``execute`` with the answer-spraying guard: several answer calls in one turn are
+        all refused (an agent must commit to one answer), the other calls still run."""
+        n_answers = sum(1 for c in calls if c.status == "ok" and c.name == answer_tool)
+        if n_answers <= 1:
+            return await self.execute(calls)
+        results = await self.execute([c for c in calls if not (c.status == "ok" and c.name == answer_tool)])
+        results.append(ToolResult(answer_tool, "agent_error",
+                                  f"Error: you gave {n_answers} answers in one turn; give exactly one."))
+        self.telemetry.record_call(answer_tool, "agent_error", 0.0, 0, False)
+        return results
+
     async def _execute_one(self, call: ParsedCall) -> ToolResult:
         if call.status != "ok":
             name = call.name if call.name in self.tools else UNPARSED

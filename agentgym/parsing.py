@@ -19,6 +19,7 @@ __all__ = [
     "HermesParser",
     "TagParser",
     "make_parser",
+    "normalise_action",
 ]
 
 ParseStatus = Literal["ok", "parse_error"]
@@ -179,3 +180,25 @@ def make_parser(spec: "str | Parser") -> Parser:
     from agentgym.errors import ConfigError
 
     raise ConfigError(f"Expected parser 'hermes' or 'tags' (or a Parser object), actual value: {spec!r}")
+
+
+def normalise_action(action: Any, max_chars: int) -> tuple[str, list[str]]:
+    """Turn whatever an agent sent into text of at most ``max_chars``, with notes for the agent.
+
+    Bytes that are not UTF-8 are replaced (and the agent is told), non-text is converted,
+    over-long text is cut. Never raises.
+    """
+    notes: list[str] = []
+    if isinstance(action, (bytes, bytearray)):
+        text = bytes(action).decode("utf-8", errors="replace")
+        if "\ufffd" in text:
+            notes.append("Note: your message contained bytes that are not valid UTF-8; they were replaced.")
+    elif isinstance(action, str):
+        text = action
+    else:
+        text = str(action)
+        notes.append(f"Note: expected text, got {type(action).__name__}; it was converted to text.")
+    if len(text) > max_chars:
+        notes.append(f"Note: your message had {len(text)} characters; only the first {max_chars} were read.")
+        text = text[:max_chars]
+    return text, notes

@@ -13,9 +13,9 @@ import asyncio
 import inspect
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import gymnasium as gym
 
@@ -25,7 +25,9 @@ from agentgym.policies import Policy
 from agentgym.runtime import run_sync
 from agentgym.telemetry import Telemetry
 
-__all__ = ["EpisodeRecord", "RunReport", "run_episodes", "arun_episodes"]
+__all__ = ["EpisodeRecord", "RunReport", "run_episodes", "arun_episodes", "drain_episodes"]
+
+E = TypeVar("E")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,34 +98,48 @@ async def arun_episodes(env_id: str, policy: Policy, episodes: int, concurrency:
     concurrency = min(concurrency, episodes)
     envs = [gym.make(env_id, **(env_kwargs or {})) for _ in range(concurrency)]
     bases: list[ToolEnv] = [e.unwrapped for e in envs]  # type: ignore[misc]
+    start = time.perf_counter()
+    try:
+        records, lost = await drain_episodes(
+            bases, episodes, lambda env, i: _one_episode(env, policy, i, seed + i), on_episode)
+    finally:
+        for b in bases:
+            await b._release()  # noqa: SLF001 - the runner owns these envs
+    elapsed = time.perf_counter() - start
+    return RunReport(env_id, records, lost, elapsed, Telemetry.merged(b.telemetry for b in bases),
+                     str(bases[0].fingerprint))
+
+
+async def drain_episodes(envs: Sequence[E], episodes: int,
+                         run_one: Callable[[E, int], Awaitable[EpisodeRecord]],
+                         on_episode: Callable[[EpisodeRecord], None] | None = None,
+                         ) -> tuple[list[EpisodeRecord], list[tuple[int, str]]]:
+    """Run episode indices ``0..episodes-1`` over ``envs``, one worker per env.
+
+    Returns the records sorted by index and the lost episodes with their tracebacks:
+    an exception escaping ``run_one`` is a lost episode, reported and never swallowed.
+    """
     queue: asyncio.Queue[int] = asyncio.Queue()
     for i in range(episodes):
         queue.put_nowait(i)
     records: list[EpisodeRecord] = []
     lost: list[tuple[int, str]] = []
-    start = time.perf_counter()
 
-    async def worker(env: ToolEnv) -> None:
+    async def worker(env: E) -> None:
         while not queue.empty():
             i = queue.get_nowait()
             try:
-                rec = await _one_episode(env, policy, i, seed + i)
+                record = await run_one(env, i)
             except Exception:  # noqa: BLE001 - a lost episode is reported, never swallowed
                 lost.append((i, traceback.format_exc()))
                 continue
-            records.append(rec)
+            records.append(record)
             if on_episode is not None:
-                on_episode(rec)
+                on_episode(record)
 
-    try:
-        await asyncio.gather(*(worker(b) for b in bases))
-    finally:
-        for b in bases:
-            await b._release()  # noqa: SLF001 - the runner owns these envs
-    elapsed = time.perf_counter() - start
-    records.sort(key=lambda r: r.index)
-    return RunReport(env_id, records, lost, elapsed, Telemetry.merged(b.telemetry for b in bases),
-                     str(bases[0].fingerprint))
+    await asyncio.gather(*(worker(e) for e in envs))
+    records.sort(key=lambda rec: rec.index)
+    return records, lost
 
 
 async def _one_episode(env: ToolEnv, policy: Policy, index: int, seed: int) -> EpisodeRecord:

@@ -10,10 +10,8 @@ escapes an episode counts as lost, with its traceback.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import time
-import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +19,7 @@ from agentgym.errors import ConfigError, InfraError
 from agentgym.multi_agent.base import TeamEnv
 from agentgym.multi_agent.policies import TeamPolicy, get_team_policy
 from agentgym.multi_agent.registry import make, spec
-from agentgym.runner import EpisodeRecord, RunReport
+from agentgym.runner import EpisodeRecord, RunReport, drain_episodes
 from agentgym.runtime import run_sync
 from agentgym.telemetry import Telemetry
 
@@ -48,31 +46,13 @@ async def arun_team_episodes(env_id: str, policy: str | TeamPolicy, episodes: in
     team_policy = get_team_policy(policy) if isinstance(policy, str) else policy
     env_id = spec(env_id).env_id
     envs = [make(env_id, **(env_kwargs or {})) for _ in range(min(concurrency, episodes))]
-    queue: asyncio.Queue[int] = asyncio.Queue()
-    for i in range(episodes):
-        queue.put_nowait(i)
-    records: list[EpisodeRecord] = []
-    lost: list[tuple[int, str]] = []
     start = time.perf_counter()
-
-    async def worker(env: TeamEnv) -> None:
-        while not queue.empty():
-            i = queue.get_nowait()
-            try:
-                record = await run_team_episode(env, team_policy, i, seed + i)
-            except Exception:  # noqa: BLE001 - a lost episode is reported, never swallowed
-                lost.append((i, traceback.format_exc()))
-                continue
-            records.append(record)
-            if on_episode is not None:
-                on_episode(record)
-
     try:
-        await asyncio.gather(*(worker(e) for e in envs))
+        records, lost = await drain_episodes(
+            envs, episodes, lambda env, i: run_team_episode(env, team_policy, i, seed + i), on_episode)
     finally:
         for e in envs:
             await e._release()  # noqa: SLF001 - the runner owns these envs
-    records.sort(key=lambda r: r.index)
     return RunReport(env_id, records, lost, time.perf_counter() - start,
                      Telemetry.merged(e.telemetry for e in envs), str(envs[0].fingerprint))
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from agentgym.env import ANSWER_TOOL
 from agentgym.executor import UNPARSED, ToolExecutor, ToolResult
-from agentgym.parsing import ParsedCall, Parser
+from agentgym.parsing import ParsedCall, Parser, normalise_action
 from agentgym.telemetry import Telemetry
 from agentgym.tools import Tool
 
@@ -70,7 +70,7 @@ class Seat:
 
     async def act(self, action: Any) -> None:
         """Run one turn: parse ``action``, execute its calls, queue the results for delivery."""
-        text, notes = self._normalise(action)
+        text, notes = normalise_action(action, self.max_action_chars)
         self.turns += 1
         self.transcript.append({"role": "assistant", "content": text})
         calls = self.parser.parse(text)
@@ -106,33 +106,8 @@ class Seat:
         }
 
     # ------------------------------------------------------------- internals
-    def _normalise(self, action: Any) -> tuple[str, list[str]]:
-        notes: list[str] = []
-        if isinstance(action, (bytes, bytearray)):
-            text = bytes(action).decode("utf-8", errors="replace")
-            if "\ufffd" in text:
-                notes.append("Note: your message contained bytes that are not valid UTF-8; they were replaced.")
-        elif isinstance(action, str):
-            text = action
-        else:
-            text = str(action)
-            notes.append(f"Note: expected text, got {type(action).__name__}; it was converted to text.")
-        if len(text) > self.max_action_chars:
-            notes.append(f"Note: your message had {len(text)} characters; only the first "
-                         f"{self.max_action_chars} were read.")
-            text = text[: self.max_action_chars]
-        return text, notes
-
     async def _execute(self, calls: list[ParsedCall]) -> list[ToolResult]:
-        n_answers = sum(1 for c in calls if c.status == "ok" and c.name == ANSWER_TOOL)
-        if n_answers > 1:  # answer spraying guard, as in ToolEnv: none of them counts
-            calls = [c for c in calls if not (c.status == "ok" and c.name == ANSWER_TOOL)]
-            results = await self.executor.execute(calls)
-            results.append(ToolResult(ANSWER_TOOL, "agent_error",
-                                      f"Error: you gave {n_answers} answers in one turn; give exactly one."))
-            self.telemetry.record_call(ANSWER_TOOL, "agent_error", 0.0, 0, False)
-        else:
-            results = await self.executor.execute(calls)
+        results = await self.executor.execute_turn(calls, ANSWER_TOOL)  # with the answer-spraying guard
         for r in results:
             self.tool_calls[r.name] += 1
             self.truncations += int(r.truncated)
