@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         trainer.close()
     paths = plot_run(cfg.log.run_dir)
     success_png = _success_plot(cfg.log.run_dir)
-    table = Table(title="Calculator-v0, greedy success on fixed validation tasks")
+    table = Table(title=f"Calculator-v0, greedy success on the same {cfg.eval_tasks} validation tasks before and after RL")
     for col in ("after SFT (start)", "after PPO-EWMA", "rollout tok/s (median)", "train tok/s (median)", "wall time"):
         table.add_column(col, justify="right")
     table.add_row(f"{summary.get('eval/success_before', float('nan')):.3f}", f"{summary.get('eval/success_after', float('nan')):.3f}",
