@@ -131,8 +131,18 @@ class SFTConfig:
     episodes: int = 0
     """Oracle episodes to imitate; 0 disables SFT."""
     steps: int = 300
+    """Maximum SFT steps (fewer when ``stop_success`` is reached first)."""
     batch_size: int = 16
     lr: float = 1e-3
+    schedule: Literal["linear", "constant"] = "linear"
+    """lr after warm-up: linear decay over ``steps``, or constant (use with ``stop_success``)."""
+    stop_success: float | None = None
+    """Stop SFT once the success rate of the *sampling* policy (``rollout.temperature``)
+    on ``check_tasks`` train-split tasks reaches this; None trains all ``steps``."""
+    check_every: int = 20
+    check_from: int = 0
+    """First step at which the stop rule is checked (checks cost rollouts)."""
+    check_tasks: int = 64
 
 
 @dataclass
@@ -159,6 +169,10 @@ class TrainConfig:
     eval_every: int = 5
     eval_tasks: int = 32
     eval_temperature: float = 0.0
+    """Temperature of the headline eval (0: greedy)."""
+    eval_sampled: bool = True
+    """Also evaluate the sampling policy (``rollout.temperature``) on the same tasks:
+    RL optimises that policy's success, which greedy success need not reflect."""
     checkpoint_every: int = 0
     """Save every N steps into ``run_dir/checkpoint`` (0: only at the end)."""
     resume: bool = False

@@ -3,10 +3,15 @@
     python -m baselines.demo [key=value ...]     (``make demo``)
 
 Builds the tiny Qwen2-style model (cached in ``.cache/agentgym-tiny-model``), imitates
-the env's oracle for a few hundred steps (deliberately short, so there is room to
-improve), evaluates greedy success on fixed validation tasks, runs PPO-EWMA, evaluates
-again, and writes ``runs/calculator_cpu/metrics.jsonl`` and PNG curves
-(``plots/success.png``). Overrides use the config's dotted keys, e.g. ``steps=10``.
+the env's oracle until the *sampling* policy solves ``sft.stop_success`` of a few train
+tasks (deliberately early, so there is room to improve), evaluates on fixed validation
+tasks, runs PPO-EWMA, evaluates again, and writes ``runs/calculator_cpu/metrics.jsonl``
+and PNG curves (``plots/success.png``). Overrides use the config's dotted keys, e.g.
+``steps=10``.
+
+Two success rates are reported on the same validation tasks: the policy RL trains,
+sampled at the rollout temperature (what PPO optimises), and its greedy decoding (which
+RL only moves indirectly, by sharpening the distribution).
 """
 
 from __future__ import annotations
@@ -46,37 +51,51 @@ def main(argv: list[str] | None = None) -> int:
 
     def show(step: int, m: dict[str, float]) -> None:
         if "sft/loss_last" in m:
-            console.print(f"SFT on {cfg.sft.episodes} oracle episodes: loss {m['sft/loss_first']:.3f} -> "
-                          f"{m['sft/loss_last']:.3f} in {m['sft/seconds']:.0f}s")
+            stop = (f"; stopped when sampled success on {cfg.sft.check_tasks} train tasks reached "
+                    f"{m['sft/check_sampled_success']:.2f}" if "sft/check_sampled_success" in m else "")
+            console.print(f"SFT on {cfg.sft.episodes} oracle episodes: {int(m['sft/steps'])} steps, loss {m['sft/loss_first']:.3f} -> "
+                          f"{m['sft/loss_last']:.3f} in {m['sft/seconds']:.0f}s{stop}")
         if "reward/success_rate" in m:
             history["rollout"].append(m["perf/rollout_tokens_per_s"])
             history["train"].append(m["perf/train_tokens_per_s"])
             console.print(
-                f"[cyan]step {step:3d}[/cyan] train success {m['reward/success_rate']:.2f}  reward {m['reward/mean']:.2f}  "
-                f"entropy {m['policy/entropy']:.3f}  kl_prox {m.get('loss/approx_kl_prox', 0):.4f}  "
+                f"[cyan]step {step:3d}[/cyan] train success {m['reward/success_rate']:.2f}  "
+                f"no-signal groups {m.get('train/dropped_zero_adv_frac', 0):.2f}  "
+                f"entropy {m.get('policy/entropy', float('nan')):.3f}  kl_prox {m.get('loss/approx_kl_prox', 0):.4f}  "
                 f"rollout {m['perf/rollout_tokens_per_s']:.0f} tok/s  train {m['perf/train_tokens_per_s']:.0f} tok/s  "
                 f"[{time.perf_counter() - t0:.0f}s]"
             )
         if "eval/success_rate" in m:
-            console.print(f"[bold green]eval[/bold green] step {step}: greedy success {m['eval/success_rate']:.3f} "
+            sampled = (f"sampled (T={m['eval/sampled_temperature']:g}) success {m['eval/sampled_success_rate']:.3f}, "
+                       if "eval/sampled_success_rate" in m else "")
+            console.print(f"[bold green]eval[/bold green] step {step}: {sampled}greedy success {m['eval/success_rate']:.3f} "
                           f"on {int(m['eval/episodes'])} validation tasks")
 
     with console.status("building the tiny model and imitating the oracle..."):
         trainer = Trainer(cfg, on_metrics=None)
     trainer.on_metrics = show
-    show(0, trainer.sft_metrics) if trainer.sft_metrics else None
+    if trainer.sft_metrics and not cfg.eval_every:  # else printed with the first eval
+        show(0, trainer.sft_metrics)
     try:
         summary = trainer.train()
     finally:
         trainer.close()
     paths = plot_run(cfg.log.run_dir)
     success_png = _success_plot(cfg.log.run_dir)
-    table = Table(title=f"Calculator-v0, greedy success on the same {cfg.eval_tasks} validation tasks before and after RL")
-    for col in ("after SFT (start)", "after PPO-EWMA", "rollout tok/s (median)", "train tok/s (median)", "wall time"):
+    n = cfg.eval_tasks
+    se = lambda p: (p * (1 - p) / n) ** 0.5  # noqa: E731  (binomial standard error)
+    table = Table(title=f"Calculator-v0 success on the same {n} validation tasks, before and after {cfg.steps} PPO-EWMA steps")
+    for col in ("policy", "after SFT (start)", "after PPO-EWMA", "change"):
         table.add_column(col, justify="right")
-    table.add_row(f"{summary.get('eval/success_before', float('nan')):.3f}", f"{summary.get('eval/success_after', float('nan')):.3f}",
-                  f"{statistics.median(history['rollout'] or [0]):.0f}", f"{statistics.median(history['train'] or [0]):.0f}",
-                  f"{time.perf_counter() - t0:.0f}s")
+    rows = [(f"sampled, T={cfg.rollout.temperature:g} (what RL trains)", "sampled")] if cfg.eval_sampled else []
+    rows.append(("greedy" if cfg.eval_temperature == 0 else f"T={cfg.eval_temperature:g}", ""))
+    for label, kind in rows:
+        key = f"eval/{kind + '_' if kind else ''}success_"
+        a, b = summary.get(key + "before", float("nan")), summary.get(key + "after", float("nan"))
+        table.add_row(label, f"{a:.3f} ± {se(a):.3f}", f"{b:.3f} ± {se(b):.3f}", f"{b - a:+.3f}")
+    console.print(table)
+    console.print(f"rollout {statistics.median(history['rollout'] or [0]):.0f} tok/s, train "
+                  f"{statistics.median(history['train'] or [0]):.0f} tok/s (medians); wall time {time.perf_counter() - t0:.0f}s")
     console.print(table)
     console.print(f"metrics: {cfg.log.run_dir}/metrics.jsonl   curves: {success_png}, {paths[-1]}")
     return 0
@@ -92,9 +111,13 @@ def _success_plot(run_dir: str) -> Path:
 
     rows = read_metrics(run_dir)
     fig, ax = plt.subplots(figsize=(7, 4))
-    for key, label in (("reward/success_rate", "train batch (sampled)"), ("eval/success_rate", "eval (greedy, validation)")):
+    temp = next((r["eval/sampled_temperature"] for r in rows if r.get("eval/sampled_temperature") is not None), None)
+    for key, label, style in (("eval/sampled_success_rate", f"validation, sampled T={temp:g} (what RL trains)" if temp else "", "o-"),
+                              ("eval/success_rate", "validation, greedy", "s-"),
+                              ("reward/success_rate", "train batches, sampled (noisy)", ".:")):
         pts = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=label, alpha=0.5 if key.startswith("reward") else 1.0)
     ax.set_xlabel("PPO-EWMA step (step 0 = after SFT)")
     ax.set_ylabel("success rate")
     ax.set_ylim(0, 1)

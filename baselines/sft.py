@@ -10,7 +10,7 @@ negative log-likelihood on the assistant tokens only.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -56,11 +56,25 @@ def sft_train(
     device: torch.device | str = "cpu",
     seed: int = 0,
     on_step: Callable[[int, float], None] | None = None,
+    schedule: Literal["linear", "constant"] = "linear",
+    should_stop: Callable[[int], bool] | None = None,
+    check_every: int = 0,
 ) -> list[float]:
-    """Minimise the NLL of the generated (mask 1) tokens; returns the loss per step."""
+    """Minimise the NLL of the generated (mask 1) tokens; returns the loss per step.
+
+    ``schedule``: after a 20-step warm-up, ``linear`` decays the lr to 10% over
+    ``steps``; ``constant`` keeps it, so the point where imitation "clicks" does not
+    move when ``steps`` changes (the right choice with an early stop).
+    ``should_stop(steps_done)`` is called every ``check_every`` steps (0: never) and
+    ends training when it returns True; the model is left in train mode.
+    """
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20) * max(0.1, 1 - s / max(steps, 1)))
+    if schedule == "constant":
+        factor: Callable[[int], float] = lambda s: min(1.0, (s + 1) / 20)  # noqa: E731
+    else:
+        factor = lambda s: min(1.0, (s + 1) / 20) * max(0.1, 1 - s / max(steps, 1))  # noqa: E731
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
     batch = collate(trajectories, torch.zeros(len(trajectories)), pad_token_id)
     gen = torch.Generator().manual_seed(seed)
     losses = []
@@ -77,4 +91,9 @@ def sft_train(
         losses.append(float(loss.detach()))
         if on_step is not None:
             on_step(step, losses[-1])
+        if should_stop is not None and check_every > 0 and (step + 1) % check_every == 0 and step + 1 < steps:
+            stop = should_stop(step + 1)
+            model.train()
+            if stop:
+                break
     return losses

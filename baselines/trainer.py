@@ -18,7 +18,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -132,18 +132,18 @@ class Trainer:
         self.run_dir = Path(config.log.run_dir)
         self.step = 0
         self.sft_metrics: dict[str, float] = {}
+        self.engine = build_engine(config, self.model_path, self.tokenizer, self.info)
+        self._eval_envs: dict[str, list[Any]] = {}
         if config.sft.episodes > 0 and not self._resuming():
             self._warm_start(policy, gym)
         self.ewma = self._make_ewma(policy)
         self.model = wrap_model(policy, self.info)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.algo.lr, weight_decay=config.algo.weight_decay)
         self.updater = PolicyUpdater(self.model, self.optimizer, self.ewma, config.algo, self.info, config.rollout.temperature)
-        self.engine = build_engine(config, self.model_path, self.tokenizer, self.info)
         n_local = self._local_tasks(config.rollout.tasks_per_step)
         envs = [gym.make(config.env.id, **config.env.kwargs) for _ in range(n_local * config.rollout.group_size)]
         sampling = SamplingConfig(config.rollout.max_new_tokens, config.rollout.temperature, config.rollout.top_p)
         self.loop = AgentLoop(envs, self.engine, self.chat, AgentLoopConfig(sampling, config.rollout.max_seq_len, config.rollout.drift_check_frac))
-        self._eval_loop: AgentLoop | None = None
         self.logger = MetricsLogger(self.run_dir, tensorboard=config.log.tensorboard, wandb_project=config.log.wandb_project,
                                     config=config_to_dict(config)) if self.info.is_main else None
         if self._resuming():
@@ -173,11 +173,27 @@ class Trainer:
         env = gym.make(self.config.env.id, **self.config.env.kwargs)
         trajs = oracle_trajectories(env, self.chat, range(10_000, 10_000 + self.config.sft.episodes))
         env.close()
+        sft = self.config.sft
+        checks: list[float] = []
+
+        def should_stop(done: int) -> bool:
+            """Sampled success on train tasks (not the SFT data) crossed ``stop_success``?"""
+            if done < sft.check_from:
+                return False
+            self.engine.sync_weights({k: v.detach() for k, v in policy.state_dict().items()})
+            seeds = range(20_000, 20_000 + sft.check_tasks)  # same tasks on every rank: same decision
+            checks.append(self._success(self.config.env.kwargs.get("split", "train"), seeds, self.config.rollout.temperature))
+            logger.info("SFT step %d: sampled success %.3f on %d train tasks", done, checks[-1], sft.check_tasks)
+            return checks[-1] >= sft.stop_success
+
         t0 = time.perf_counter()
-        losses = sft_train(policy, trajs, steps=self.config.sft.steps, batch_size=self.config.sft.batch_size, lr=self.config.sft.lr,
-                           pad_token_id=self.tokenizer.pad_token_id, device=self.info.device, seed=self.config.seed)
-        self.sft_metrics = {"sft/loss_first": losses[0], "sft/loss_last": float(np.mean(losses[-10:])),
+        losses = sft_train(policy, trajs, steps=sft.steps, batch_size=sft.batch_size, lr=sft.lr, pad_token_id=self.tokenizer.pad_token_id,
+                           device=self.info.device, seed=self.config.seed, schedule=sft.schedule,
+                           should_stop=should_stop if sft.stop_success is not None else None, check_every=sft.check_every)
+        self.sft_metrics = {"sft/loss_first": losses[0], "sft/loss_last": float(np.mean(losses[-10:])), "sft/steps": float(len(losses)),
                             "sft/oracle_success": float(np.mean([t.success for t in trajs])), "sft/seconds": time.perf_counter() - t0}
+        if checks:
+            self.sft_metrics["sft/check_sampled_success"] = checks[-1]
 
     def _make_ewma(self, policy: torch.nn.Module) -> EWMAModel | None:
         algo = self.config.algo
@@ -242,44 +258,57 @@ class Trainer:
             "rollout/context_limited_frac": all_reduce_sum(sum(t.context_limited for t in trajs), self.info) / max(n, 1),
         }
 
-    def evaluate(self, num_tasks: int | None = None) -> dict[str, float]:
-        """Success rate on fixed tasks of ``env.eval_split`` (same tasks at every call)."""
+    def _success(self, split: str, seeds: Sequence[int], temperature: float, samples: int = 1) -> float:
+        """Success rate of the engine's current policy on ``seeds`` of ``split`` (one process)."""
         import gymnasium as gym
 
         cfg = self.config
-        n = self._local_tasks(num_tasks or cfg.eval_tasks)
-        if self._eval_loop is None or len(self._eval_loop.envs) < n:
-            envs = [gym.make(cfg.env.id, split=cfg.env.eval_split, **cfg.env.kwargs) for _ in range(n)]
-            sampling = SamplingConfig(cfg.rollout.max_new_tokens, cfg.eval_temperature, cfg.rollout.top_p)
-            self._eval_loop = AgentLoop(envs, self.engine, self.chat, AgentLoopConfig(sampling, cfg.rollout.max_seq_len, 0.0))
-        start = self.info.rank * n
+        envs = self._eval_envs.setdefault(split, [])
+        n = len(seeds) * samples
+        kwargs = {k: v for k, v in cfg.env.kwargs.items() if k != "split"}
+        envs += [gym.make(cfg.env.id, split=split, **kwargs) for _ in range(n - len(envs))]
+        sampling = SamplingConfig(cfg.rollout.max_new_tokens, temperature, cfg.rollout.top_p)
+        loop = AgentLoop(envs, self.engine, self.chat, AgentLoopConfig(sampling, cfg.rollout.max_seq_len, 0.0))
         self.engine.wake_up()
-        batch = self._eval_loop.collect(list(range(start, start + n)), 1, sampling_seed=cfg.seed)
+        batch = loop.collect(list(seeds), samples, sampling_seed=cfg.seed)
         self.engine.sleep()
-        total = all_reduce_sum(len(batch.trajectories), self.info)
-        return {
-            "eval/success_rate": all_reduce_sum(sum(t.success for t in batch.trajectories), self.info) / max(total, 1),
-            "eval/reward_mean": all_reduce_sum(sum(t.reward for t in batch.trajectories), self.info) / max(total, 1),
-            "eval/episodes": total,
-        }
+        return sum(t.success for t in batch.trajectories) / max(len(batch.trajectories), 1)
+
+    def evaluate(self, num_tasks: int | None = None) -> dict[str, float]:
+        """Success on fixed tasks of ``env.eval_split`` (same tasks at every call):
+        ``eval/success_rate`` at ``eval_temperature`` (greedy by default) and, with
+        ``eval_sampled``, ``eval/sampled_success_rate`` at the training temperature."""
+        cfg = self.config
+        n = self._local_tasks(num_tasks or cfg.eval_tasks)
+        seeds = list(range(self.info.rank * n, (self.info.rank + 1) * n))
+        total = all_reduce_sum(n, self.info)
+        out = {"eval/success_rate": all_reduce_sum(n * self._success(cfg.env.eval_split, seeds, cfg.eval_temperature), self.info) / total,
+               "eval/episodes": total}
+        if cfg.eval_sampled:
+            rate = self._success(cfg.env.eval_split, seeds, cfg.rollout.temperature)
+            out["eval/sampled_success_rate"] = all_reduce_sum(n * rate, self.info) / total
+            out["eval/sampled_temperature"] = cfg.rollout.temperature
+        return out
 
     def train(self) -> dict[str, float]:
         """Run ``config.steps`` steps (from a resumed step if any); returns a summary."""
         cfg = self.config
         summary: dict[str, float] = dict(self.sft_metrics)
+        last_eval: dict[str, float] = {}
         if cfg.eval_every:
-            first = self.evaluate()
-            summary["eval/success_before"] = first["eval/success_rate"]
-            self._log(self.step, {**self.sft_metrics, **first})
+            last_eval = self.evaluate()
+            summary.update(_eval_summary(last_eval, "before"))
+            self._log(self.step, {**self.sft_metrics, **last_eval})
         while self.step < cfg.steps:
             metrics = self.train_step()
             if cfg.eval_every and (self.step % cfg.eval_every == 0 or self.step == cfg.steps):
-                metrics.update(self.evaluate())
+                last_eval = self.evaluate()
+                metrics.update(last_eval)
             self._log(self.step, metrics)
             if cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0:
                 self.save()
         if cfg.eval_every:
-            summary["eval/success_after"] = self.evaluate()["eval/success_rate"]
+            summary.update(_eval_summary(last_eval, "after"))  # the loop always evaluates its last step
         self.save()
         return summary
 
@@ -294,7 +323,14 @@ class Trainer:
                 self.on_metrics(step, metrics)
 
     def close(self) -> None:
-        for env in self.loop.envs + (self._eval_loop.envs if self._eval_loop else []):
+        for env in self.loop.envs + [e for envs in self._eval_envs.values() for e in envs]:
             env.close()
         if self.logger is not None:
             self.logger.close()
+
+
+def _eval_summary(metrics: dict[str, float], when: str) -> dict[str, float]:
+    out = {f"eval/success_{when}": metrics["eval/success_rate"]}
+    if "eval/sampled_success_rate" in metrics:
+        out[f"eval/sampled_success_{when}"] = metrics["eval/sampled_success_rate"]
+    return out

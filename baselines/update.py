@@ -10,6 +10,14 @@ a fixed batch. Order of operations, per training step:
    EWMA model as it is *now* (plain PPO: the behaviour log-probs), the loss of
    :mod:`baselines.loss` accumulated over micro-batches, gradient clipping, the optimiser
    step, then the EWMA update.
+
+Zero-signal data is never stepped on. Rows whose advantage is zero everywhere (the
+samples of a group whose rewards were all equal, which group normalisation maps to
+exactly 0) are dropped before minibatching (the "dynamic sampling" filter of DAPO, Yu et
+al. 2025), and a minibatch left with no non-zero-advantage token takes no optimiser
+step and no EWMA update: Adam would otherwise keep moving the weights on its momentum
+alone (measured: KL to the proximal policy 0.016-0.23 at gradient norm 0), a drift that
+no reward asked for.
 """
 
 from __future__ import annotations
@@ -67,20 +75,38 @@ class PolicyUpdater:
         batch.behav_logprobs = old if corrected else batch.engine_logprobs
         batch.is_weights = weights if corrected else None
 
+        n_all = all_reduce_sum(float(len(batch)), self.info)
+        keep = self._signal_rows(batch)
+        batch = batch.select(keep)
+        metrics["train/dropped_zero_adv_frac"] = 1.0 - all_reduce_sum(float(len(keep)), self.info) / max(n_all, 1.0)
+
         sums: dict[str, float] = defaultdict(float)
-        steps = 0
+        steps = taken = 0
         for _ in range(self.algo.epochs):
             order = torch.randperm(len(batch), generator=generator)
             for rows in order.tensor_split(self.algo.num_minibatches):
-                for k, v in self._optimizer_step(batch.select(rows.to(batch.input_ids.device))).items():
-                    sums[k] += v
+                stats = self._optimizer_step(batch.select(rows.to(batch.input_ids.device)))
+                if stats:
+                    for k, v in stats.items():
+                        sums[k] += v
+                    taken += 1
                 steps += 1
-        metrics.update({k: v / steps for k, v in sums.items()})
+        metrics.update({k: v / taken for k, v in sums.items()})
         tokens = all_reduce_sum(float(batch.attention_mask.sum()), self.info) * self.algo.epochs
         metrics["perf/train_s"] = time.perf_counter() - t0
         metrics["perf/train_tokens_per_s"] = tokens / metrics["perf/train_s"]
-        metrics["train/optimizer_steps"] = float(steps)
+        metrics["train/optimizer_steps"] = float(taken)
+        metrics["train/skipped_steps"] = float(steps - taken)
         return metrics
+
+    @staticmethod
+    def _signal_rows(batch: TokenBatch) -> torch.Tensor:
+        """Indices of rows with a non-zero advantage on at least one generated token."""
+        adv = batch.advantages
+        if adv.dim() == 1:
+            adv = adv[:, None].expand_as(batch.loss_mask)
+        signal = ((adv != 0) & (batch.loss_mask > 0)).any(dim=1)
+        return signal.nonzero().flatten()
 
     @torch.no_grad()
     def _logprobs_no_grad(self, model: nn.Module, batch: TokenBatch) -> torch.Tensor:
@@ -105,7 +131,12 @@ class PolicyUpdater:
             yield idx[j * size : (j + 1) * size] if j < mine else idx[:0]
 
     def _optimizer_step(self, mb: TokenBatch) -> dict[str, float]:
+        """One optimiser step and EWMA update; returns ``{}`` (and changes nothing) when
+        no process's minibatch has a token with a non-zero advantage."""
         global_tokens = all_reduce_sum(float(mb.loss_mask.sum()), self.info)
+        adv = mb.advantages if mb.advantages.dim() == 2 else mb.advantages[:, None].expand_as(mb.loss_mask)
+        if all_reduce_sum(float(((adv != 0) & (mb.loss_mask > 0)).sum()), self.info) == 0:
+            return {}
         self.optimizer.zero_grad(set_to_none=True)
         micro = list(self._micro_rows(mb))
         sums: dict[str, float] = defaultdict(float)

@@ -27,14 +27,19 @@ def test_train_checkpoint_and_resume(tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]
     for r in rows:
-        for key in ("loss/policy", "policy/entropy", "mismatch/logprob_abs_diff_max", "reward/mean", "perf/train_tokens_per_s",
-                    "perf/rollout_tokens_per_s", "rollout/dropped_infra_failed", "tool/calculate/usage_frac", "memory/ewma_bytes"):
+        keys = ["mismatch/logprob_abs_diff_max", "reward/mean", "perf/train_tokens_per_s", "perf/rollout_tokens_per_s",
+                "rollout/dropped_infra_failed", "tool/calculate/usage_frac", "memory/ewma_bytes", "train/dropped_zero_adv_frac"]
+        if r["train/optimizer_steps"] > 0:  # steps on all-equal-reward batches are skipped
+            keys += ["loss/policy", "policy/entropy"]
+        for key in keys:
             assert r[key] is not None and math.isfinite(r[key]), key
         assert r["mismatch/logprob_abs_diff_max"] < 1e-3  # hf engine in fp32 == trainer
-    assert trainer.ewma.num_updates == 4  # 2 steps x 2 minibatches
+        assert r["train/optimizer_steps"] + r["train/skipped_steps"] == 2  # 2 minibatches
+    updates = sum(r["train/optimizer_steps"] for r in rows)
+    assert trainer.ewma.num_updates == updates
 
     resumed = Trainer(_config(tmp_path, steps=3, resume=True))
-    assert resumed.step == 2 and resumed.ewma.num_updates == 4 and not resumed.sft_metrics
+    assert resumed.step == 2 and resumed.ewma.num_updates == updates and not resumed.sft_metrics
     resumed.train()
     resumed.close()
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]

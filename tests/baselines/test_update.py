@@ -1,0 +1,62 @@
+"""PolicyUpdater steps only on data that carries a learning signal."""
+
+import torch
+
+from baselines.config import AlgoConfig
+from baselines.ewma import EWMAModel
+from baselines.trajectory import TokenBatch
+from baselines.update import PolicyUpdater
+
+
+def _model() -> torch.nn.Module:
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    cfg = Qwen2Config(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
+                      num_key_value_heads=1, max_position_embeddings=64, tie_word_embeddings=False)
+    return Qwen2ForCausalLM(cfg)
+
+
+def _batch(adv: list[float]) -> TokenBatch:
+    g = torch.Generator().manual_seed(1)
+    n, t = len(adv), 10
+    ids = torch.randint(1, 64, (n, t), generator=g)
+    attn = torch.ones(n, t, dtype=torch.long)
+    mask = (torch.arange(t)[None] >= 4).float().expand(n, t).clone()
+    engine_lp = -torch.rand(n, t, generator=g) * 3 * mask
+    return TokenBatch(ids, attn, mask, engine_lp, torch.tensor(adv))
+
+
+def _updater(model):
+    ewma = EWMAModel(model, age=2.0)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    algo = AlgoConfig(proximal="ewma", num_minibatches=2, micro_batch_size=2, lr=1e-2)
+    return PolicyUpdater(model, opt, ewma, algo), ewma
+
+
+def test_all_equal_rewards_leave_policy_and_ewma_untouched_even_with_adam_momentum():
+    model = _model()
+    updater, ewma = _updater(model)
+    updater.update(_batch([1.0, -1.0, 1.0, -1.0]), generator=torch.Generator().manual_seed(0))  # builds Adam momentum
+    assert ewma.num_updates == 2
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    ewma_before = {k: v.clone() for k, v in ewma.module.state_dict().items()}
+    metrics = updater.update(_batch([0.0, 0.0, 0.0, 0.0]), generator=torch.Generator().manual_seed(0))
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k]), k
+    for k, v in ewma.module.state_dict().items():
+        assert torch.equal(v, ewma_before[k]), k
+    assert ewma.num_updates == 2
+    assert metrics["train/optimizer_steps"] == 0 and metrics["train/skipped_steps"] == 2
+    assert metrics["train/dropped_zero_adv_frac"] == 1.0
+
+
+def test_zero_variance_groups_are_dropped_before_minibatching():
+    model = _model()
+    updater, ewma = _updater(model)
+    # Rows 0-1: a group with signal; rows 2-5: two all-equal groups (advantage 0).
+    metrics = updater.update(_batch([1.0, -1.0, 0.0, 0.0, 0.0, 0.0]), generator=torch.Generator().manual_seed(0))
+    assert abs(metrics["train/dropped_zero_adv_frac"] - 4 / 6) < 1e-9
+    # Both minibatches are drawn from the two signal rows only, so both take a step.
+    assert metrics["train/optimizer_steps"] == 2 and ewma.num_updates == 2
+    assert metrics["loss/grad_norm"] > 0
