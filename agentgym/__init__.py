@@ -18,6 +18,7 @@ from agentgym.errors import (
     InfraError,
     InvalidOptionError,
     ResetNeededError,
+    ToolTimeout,
 )
 from agentgym.executor import ToolExecutor, ToolResult
 from agentgym.fingerprint import Fingerprint, fingerprint_diff
@@ -29,7 +30,7 @@ __all__ = [
     "ToolEnv", "Tool", "ToolExecutor", "ToolResult", "Telemetry", "Fingerprint", "fingerprint_diff",
     "HermesParser", "TagParser", "ParsedCall", "ENVS", "telemetry", "vector",
     "AgentgymError", "AgentError", "InfraError", "ConfigError", "EpisodeFinishedError",
-    "InvalidOptionError", "ResetNeededError",
+    "InvalidOptionError", "ResetNeededError", "ToolTimeout",
 ]
 
 __version__ = "0.1.0"

@@ -17,6 +17,7 @@ __all__ = [
     "ToolFailure",
     "AgentError",
     "InfraError",
+    "ToolTimeout",
     "EpisodeFinishedError",
     "ResetNeededError",
     "InvalidOptionError",
@@ -44,6 +45,13 @@ class InfraError(ToolFailure, RuntimeError):
     """The tool's infrastructure failed (sandbox died, service down, transport error).
 
     Retried with backoff; never blamed on the agent.
+    """
+
+
+class ToolTimeout(ToolFailure, TimeoutError):
+    """The agent's work ran past a deadline the tool enforces itself (e.g. sandbox code).
+
+    Counted as status ``timeout`` (never retried); the message is shown to the agent.
     """
 
 

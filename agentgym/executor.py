@@ -10,7 +10,8 @@ agent_error the tool raised ``AgentError``, or the call  no
            named an unknown tool
 invalid_args arguments failed the tool's JSON schema    no
 parse_error the call could not be read from the text    no
-timeout    an attempt ran past ``Tool.timeout_s``       no
+timeout    an attempt ran past ``Tool.timeout_s``, or   no
+           the tool raised ``ToolTimeout``
 infra_error ``InfraError`` or an unexpected exception   yes (tenacity,
            from the tool (a bug in the tool is never     exponential
            the agent's fault)                           backoff + jitter)
@@ -36,7 +37,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from agentgym.errors import AgentError, InfraError
+from agentgym.errors import AgentError, InfraError, ToolTimeout
 from agentgym.parsing import ParsedCall
 from agentgym.telemetry import Telemetry
 from agentgym.tools import Tool
@@ -175,6 +176,8 @@ class ToolExecutor:
             status, output = "ok", text
         except AgentError as e:
             status, output = "agent_error", f"Error: {e}"
+        except ToolTimeout as e:
+            status, output = "timeout", f"Error: {e}"
         except TimeoutError:
             status, output = "timeout", (
                 f"Error: {tool.name} did not finish within {tool.timeout_s:g} s and was stopped. "
@@ -199,7 +202,7 @@ class ToolExecutor:
             else:
                 async with sem:
                     out = await asyncio.wait_for(tool.fn(**arguments), tool.timeout_s)
-        except (AgentError, TimeoutError):
+        except (AgentError, ToolTimeout, TimeoutError):
             raise
         except InfraError as e:
             raise _RetriableInfra(e) from e

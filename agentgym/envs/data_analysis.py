@@ -31,7 +31,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from agentgym.env import ANSWER_TOOL, ToolEnv
-from agentgym.errors import AgentError, ConfigError, InfraError
+from agentgym.errors import AgentError, ConfigError, InfraError, ToolTimeout
 from agentgym.runtime import in_runtime_loop, run_sync
 from agentgym.tools import Tool
 from tasks.data_analysis.generator import GeneratorConfig, Question, generate_question
@@ -308,6 +308,8 @@ class DataAnalysisEnv(ToolEnv):
             # that code killed its interpreter, the lost state is the agent's doing, not an outage.
             note = ("\nYour interpreter was restarted: variables and imports from earlier calls are gone "
                     "(files in the working directory remain)." if result.state_lost else "")
+            if result.status == "timeout":
+                raise ToolTimeout(_failure_text(result) + note)
             raise AgentError(_failure_text(result) + note)
         if result.state_lost:
             self._state_lost = True

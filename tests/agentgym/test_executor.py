@@ -106,3 +106,13 @@ async def test_long_output_is_cut_head_and_tail_with_marker():
     (r,) = await ToolExecutor([tool("big", big, max_output_chars=200)]).execute([ParsedCall("big", {"x": 1})])
     assert r.truncated and r.original_chars == 10_008 and len(r.output) <= 200
     assert r.output.startswith("HEAD") and r.output.endswith("TAIL") and "truncated" in r.output
+
+
+async def test_a_deadline_the_tool_enforces_itself_is_a_timeout():
+    from agentgym.errors import ToolTimeout
+
+    async def sandboxed(x):
+        raise ToolTimeout("your code ran past 30 s and was interrupted")
+
+    (r,) = await ToolExecutor([tool("py", sandboxed)]).execute([ParsedCall("py", {"x": 1})])
+    assert (r.status, r.retries) == ("timeout", 0) and "interrupted" in r.output

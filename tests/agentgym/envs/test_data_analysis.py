@@ -182,6 +182,19 @@ def test_agent_code_that_kills_its_interpreter_is_an_agent_error(env):
     assert "Out: 42" in obs
 
 
+def test_code_past_its_deadline_is_a_timeout_and_the_episode_goes_on():
+    e = gym.make(ENV_ID, python_timeout_s=1.0).unwrapped
+    try:
+        e.reset(seed=12)
+        obs, _, terminated, truncated, info = e.step(call("python", code="while True: pass"))
+        assert info["tool_results"][0]["status"] == "timeout" and not info["infra_failed"]
+        assert not (terminated or truncated)
+        obs, *_ = e.step(call("python", code="6 * 7"))
+        assert "Out: 42" in obs
+    finally:
+        e.close()
+
+
 def test_fingerprint_records_sandbox_versions_and_manifest(env):
     fields = env.fingerprint.fields
     assert fields["sandbox"]["backend"] == "process"
