@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, ClassVar, SupportsFloat
+from typing import Any, ClassVar, Literal, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -44,9 +44,11 @@ from agentgym.telemetry import Telemetry
 from agentgym.tools import Tool
 from agentgym.truncation import truncate_head_tail
 
-__all__ = ["ToolEnv", "ANSWER_TOOL"]
+__all__ = ["ToolEnv", "ANSWER_TOOL", "Split", "ParserName"]
 
 ANSWER_TOOL = "answer"
+Split = Literal["train", "validation", "test"]
+ParserName = Literal["hermes", "tags"]
 
 
 class ToolEnv(gym.Env[str, str]):
@@ -72,13 +74,13 @@ class ToolEnv(gym.Env[str, str]):
     def __init__(
         self,
         *,
-        parser: str | Parser = "hermes",
+        parser: ParserName | Parser = "hermes",
         max_turns: int = 8,
         tool_output_budget_chars: int = 32_000,
         max_action_chars: int = 32_768,
         max_observation_chars: int = 65_536,
-        split: str = "train",
-        render_mode: str | None = None,
+        split: Split = "train",
+        render_mode: Literal["ansi"] | None = None,
     ) -> None:
         if max_turns < 1:
             raise ConfigError(f"Expected max_turns >= 1, actual value: {max_turns}")
@@ -287,11 +289,15 @@ class ToolEnv(gym.Env[str, str]):
                                 "fingerprint": str(self.fingerprint), "turn": self._turn,
                                 "tool_results": [r.as_info() for r in self.last_results],
                                 "infra_failed": self._infra_failed}
+        fitted = truncate_head_tail(obs, self.max_observation_chars)
+        if fitted.truncated:  # visible in the text (marker), in info and in the episode's count
+            self._truncations += 1
+            info["observation_truncated"] = True
         if terminated or truncated:
             info.update(self._episode_info(reward))
             self._done = True
             await self._release()
-        return self._fit(obs), float(reward), terminated, truncated, info
+        return fitted.text, float(reward), terminated, truncated, info
 
     def _episode_info(self, reward: float) -> dict[str, Any]:
         self.telemetry.record_episode(

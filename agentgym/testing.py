@@ -59,6 +59,7 @@ def check_tool_env(env: Any, *, oracle_steps: int = 50) -> None:
     else:
         raise AssertionError(f"the oracle did not finish an episode in {oracle_steps} steps")
     assert {"tool_calls", "truncations", "infra_failed", "answer", "fingerprint", "task_id"} <= set(info)
+    assert info.get("success"), f"the oracle did not solve task {info['task_id']}: the env or its data is broken"
     try:
         env.step(base.oracle_action())
     except EpisodeFinishedError:

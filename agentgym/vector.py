@@ -7,7 +7,10 @@ live on one loop. ``ToolVectorEnv`` keeps Gymnasium's vector method names and sh
 returns ``infos`` as a list with one dict per env, because tool-env infos are nested and
 differ per env, and uses same-step autoreset: when an env ends, it is reset at once, its
 final observation and info go to ``infos[i]["final_observation"]``/``["final_info"]`` and
-the returned observation is the new episode's first one.
+the returned observation is the new episode's first one. If that reset fails with an
+infrastructure error, ``infos[i]["reset_error"]`` says why and the reset is retried at the
+env's next step (its action is ignored); a second failure gives a truncated step with
+``infra_failed`` for that env only, never an exception that would lose the batch.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ class ToolVectorEnv:
         self.envs: list[ToolEnv] = [_unwrap(e) for e in built]
         self.num_envs = len(self.envs)
         self.autoreset = autoreset
-        self._next_seeds: list[int | None] = [None] * self.num_envs
+        self._needs_reset: set[int] = set()
 
     @property
     def telemetry(self) -> Telemetry:
@@ -70,26 +73,37 @@ class ToolVectorEnv:
                      options: dict[str, Any] | None = None) -> tuple[tuple[str, ...], list[dict[str, Any]]]:
         """Reset every env; ``seed=s`` seeds env ``i`` with ``s + i``."""
         seeds = self._seeds(seed)
+        self._needs_reset.clear()
         results = await asyncio.gather(*(e.areset(seed=s, options=options) for e, s in zip(self.envs, seeds)))
         return tuple(o for o, _ in results), [i for _, i in results]
 
     async def astep(self, actions: Sequence[str]) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
         if len(actions) != self.num_envs:
             raise ConfigError(f"Expected {self.num_envs} actions, actual value: {len(actions)}")
-        results = await asyncio.gather(*(self._step_one(e, a) for e, a in zip(self.envs, actions)))
+        results = await asyncio.gather(*(self._step_one(i, e, a) for i, (e, a) in enumerate(zip(self.envs, actions))))
         obs = tuple(r[0] for r in results)
         rewards = np.array([r[1] for r in results], dtype=np.float64)
         terminated = np.array([r[2] for r in results], dtype=bool)
         truncated = np.array([r[3] for r in results], dtype=bool)
         return obs, rewards, terminated, truncated, [r[4] for r in results]
 
-    async def _step_one(self, env: ToolEnv, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    async def _step_one(self, i: int, env: ToolEnv, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if i in self._needs_reset:
+            # Its autoreset failed last step: try again; if it fails again, this env reports an
+            # infra-failed, truncated step instead of raising (the other envs' results stand).
+            try:
+                obs, info = await env.areset()
+            except InfraError as e:
+                return "", 0.0, False, True, {"infra_failed": True, "reset_error": f"{type(e).__name__}: {e}"}
+            self._needs_reset.discard(i)
+            return obs, 0.0, False, False, {**info, "reset_retried": True}
         obs, reward, terminated, truncated, info = await env.astep(action)
         if self.autoreset and (terminated or truncated):
             final_obs, final_info = obs, info
             try:
                 obs, info = await env.areset()
-            except InfraError as e:  # the env is left un-reset; the caller sees why
+            except InfraError as e:  # retried at the next step; the caller sees why
+                self._needs_reset.add(i)
                 info = {"reset_error": f"{type(e).__name__}: {e}"}
             info = {**info, "final_observation": final_obs, "final_info": final_info}
         return obs, reward, terminated, truncated, info

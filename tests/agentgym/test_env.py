@@ -155,3 +155,12 @@ def test_tool_middleware_wraps_episode_tools_but_not_answer_or_fingerprint():
     env.reset(seed=0)
     env.step(tc("echo", text="hi") + tc("answer", answer=1))
     assert seen == ["echo"] and str(env.fingerprint) == before
+
+
+def test_an_observation_cut_to_max_observation_chars_is_counted():
+    env = ProbeEnv(max_observation_chars=1500, big_output_chars=900)
+    env.reset(seed=0)
+    obs, _, _, _, info = env.step(tc("dump") + tc("dump"))  # two 900-char outputs > 1500
+    assert len(obs) <= 1500 and "truncated" in obs and info["observation_truncated"]
+    env.step(tc("answer", answer=env.task.secret))
+    assert env._truncations == 1

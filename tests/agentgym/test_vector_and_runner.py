@@ -1,10 +1,9 @@
 import json
 import time
 
-import numpy as np
 import pytest
 
-from agentgym.errors import ConfigError
+from agentgym.errors import ConfigError, InfraError
 from agentgym.policies import oracle_policy, random_text_policy
 from agentgym.runner import run_episodes
 from agentgym.testing import ProbeEnv
@@ -49,9 +48,39 @@ def test_random_text_never_loses_an_episode():
     assert report.completed == 20 and not report.lost and report.success_rate == 0.0
 
 
-def test_vector_reset_seeds_are_per_env():
+def test_vector_reset_seeds_env_i_with_seed_plus_i():
     vec = ToolVectorEnv([ProbeEnv() for _ in range(3)])
-    _, infos_a = vec.reset(seed=5)
-    _, infos_b = vec.reset(seed=5)
-    assert [i["task_id"] for i in infos_a] == [i["task_id"] for i in infos_b]
-    assert isinstance(np.asarray([0]), np.ndarray)
+    _, infos = vec.reset(seed=5)
+    alone = [ProbeEnv().reset(seed=5 + i)[1]["task_id"] for i in range(3)]
+    assert [i["task_id"] for i in infos] == alone and len(set(alone)) == 3
+
+
+class FlakyResetEnv(ProbeEnv):
+    """Its resets after the first fail with an infrastructure error ``fail_resets`` times."""
+
+    def __init__(self, fail_resets: int):
+        super().__init__()
+        self.fail_resets, self.resets = fail_resets, 0
+
+    async def _start_episode(self, task):
+        self.resets += 1
+        if self.resets > 1 and self.fail_resets > 0:
+            self.fail_resets -= 1
+            raise InfraError("pool exhausted")
+
+
+@pytest.mark.parametrize("failures", [1, 2])
+def test_failed_autoreset_never_loses_the_batch(failures):
+    vec = ToolVectorEnv([FlakyResetEnv(failures), ProbeEnv()])
+    vec.reset(seed=0)
+    answer = '<tool_call>{"name": "answer", "arguments": {"answer": 0}}</tool_call>'
+    _, _, term, _, infos = vec.step([answer, echo("a")])
+    assert term[0] and "reset_error" in infos[0] and "final_info" in infos[0]
+    obs, _, term, trunc, infos = vec.step([echo("ignored"), echo("b")])  # must not raise
+    assert "b" in obs[1]
+    if failures == 1:
+        assert infos[0]["reset_retried"] and "reveal" in obs[0]
+    else:
+        assert trunc[0] and infos[0]["infra_failed"]
+        obs, *_ = vec.step([echo("x"), echo("c")])  # third reset attempt succeeds
+        assert "reveal" in obs[0]
