@@ -5,7 +5,10 @@ city fact passages) with generated questions; see ``tasks.search``. Retrieval is
 either in-process (a tantivy index cached on disk) or through a shared retriever service
 (``retriever_url=``, the format Search-R1's retrieval server speaks). Both backends give
 the agent the same results, so the backend is not part of the fingerprint; the corpus
-and question versions are.
+and question versions are. A service is asked for its corpus version (``GET /health``) when
+the env is made: a different corpus is a ``ConfigError``, and a service that cannot say
+(a plain Search-R1 server, or one not up yet) puts ``retriever_corpus: "unverified"`` into
+the fingerprint, so such an env never matches a verified one by accident.
 
 Two prompt styles share the tasks:
 
@@ -174,6 +177,8 @@ class SearchEnv(ToolEnv):
             else:
                 self.retriever = _remote_retriever(retriever_url, retriever_timeout_s, retriever_retries,
                                                    retriever_max_concurrency)
+        self._retriever_corpus = (None if retriever_url is None else
+                                  _check_remote_corpus(retriever_url, self.dataset.corpus.version, retriever_timeout_s))
         self._questions = self.dataset.questions(split)
         if not self._questions:
             raise ConfigError(f"Expected questions in split {split!r}, actual value: none (check qa_path's "
@@ -227,7 +232,9 @@ class SearchEnv(ToolEnv):
         }
 
     def _fingerprint_fields(self) -> dict[str, Any]:
+        remote = {} if self._retriever_corpus is None else {"retriever_corpus": self._retriever_corpus}
         return {
+            **remote,
             "corpus_version": self.dataset.corpus.version,
             "questions_version": self.dataset.version,
             "retrieval": INDEX_FORMAT,
@@ -365,3 +372,29 @@ class SearchEnv(ToolEnv):
 
 def _path(p: str | os.PathLike[str] | None) -> str | None:
     return None if p is None else os.fspath(p)
+
+
+def _check_remote_corpus(url: str, expected_version: str, timeout_s: float) -> str | None:
+    """``None`` when the service serves ``expected_version``; ``"unverified"`` when it cannot tell.
+
+    Raises ``ConfigError`` when it serves another corpus: the questions' supporting documents
+    would not be there, and train and eval would silently see different data.
+    """
+    import json
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=min(timeout_s, 5.0)) as response:
+            health = json.loads(response.read())
+    except (urllib.error.URLError, OSError, ValueError):
+        return "unverified"
+    served = health.get("corpus_version") if isinstance(health, dict) else None
+    if served is None:
+        return "unverified"
+    if served != expected_version:
+        raise ConfigError(
+            f"Expected the retriever at {url} to serve corpus version {expected_version}, actual value: {served}. "
+            "Start it with the same corpus (agentgym serve-retriever --corpus ...) or pass the matching corpus_path."
+        )
+    return None

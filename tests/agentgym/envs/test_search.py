@@ -9,6 +9,7 @@ import pytest
 import agentgym  # noqa: F401 - registers the envs
 from agentgym.envs.search import SearchEnv
 from agentgym.errors import ConfigError
+from agentgym.fingerprint import fingerprint_diff
 from agentgym.policies import oracle_policy
 from agentgym.retrieval import LocalRetriever, start_service_in_thread
 from agentgym.runner import run_episodes
@@ -129,6 +130,22 @@ def test_remote_backend_solves_tasks_and_keeps_the_fingerprint(retriever_service
                           env_kwargs={"split": "validation", "retriever_url": retriever_service.url})
     assert report.success_rate == 1.0 and report.infra_failed == 0 and not report.lost
     assert retriever_service.service.stats.queries >= 64
+
+
+def test_a_service_over_another_corpus_is_refused_and_an_unknown_one_is_unverified(tmp_path):
+    corpus = tmp_path / "other.jsonl"
+    corpus.write_text(json.dumps({"id": "0", "contents": '"Zorblat"\nZorblat is a city.'}) + "\n")
+    from tasks.search.corpus import Corpus
+
+    other = start_service_in_thread(LocalRetriever.for_corpus(Corpus.read_jsonl(corpus)).index, port=0)
+    try:
+        with pytest.raises(ConfigError, match="corpus version"):
+            SearchEnv(retriever_url=other.url)
+    finally:
+        other.stop()
+    down = SearchEnv(retriever_url="http://127.0.0.1:9", retriever_timeout_s=0.5, retriever_retries=0)
+    diff = fingerprint_diff(down, SearchEnv())
+    assert diff == {"retriever_corpus": ("unverified", None)}
 
 
 def test_service_stopped_mid_episode_is_infra_failed_not_an_agent_error(retriever_service):
