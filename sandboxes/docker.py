@@ -52,11 +52,11 @@ def container_options(config: SandboxConfig, image: str, socket_dir: str, owner:
     ]  # fmt: skip
     entrypoint = (["/usr/bin/tini", "--"] if config.init else []) + supervisor
     env = default_env(config)
-    labels = {
+    labels = {  # user labels first: they must never overwrite the owner (the reaper relies on it)
+        **dict(config.labels),
         OWNER_LABEL: owner,
         SANDBOX_LABEL: "1",
         "agentgym.runtime": runtime_digest(),
-        **dict(config.labels),
     }
     tmpfs_opts = f"rw,nosuid,nodev,size={size}"
     return {

@@ -3,7 +3,8 @@
 Every container carries ``agentgym.owner=<hostname>:<pid>:<process start time>``; the
 start time makes a recycled PID look dead, as it should. Three lines of defence:
 
-1. ``atexit`` and SIGTERM/SIGHUP/SIGINT handlers remove this process's containers;
+1. ``atexit`` (which also runs after Ctrl-C) and SIGTERM/SIGHUP handlers remove this
+   process's containers (:func:`install_signal_handlers` must run on the main thread);
 2. a pool, when it starts, removes labelled containers whose owner on this host is dead
    (the SIGKILL case, where 1. cannot run), and :func:`reap_orphans` (``agentgym reap``)
    does the same on demand;
@@ -164,12 +165,27 @@ def register_engine(url: str) -> None:
             return
         _installed = True
     atexit.register(remove_own_containers)
-    if threading.current_thread() is threading.main_thread():
+    install_signal_handlers()
+
+
+def install_signal_handlers() -> bool:
+    """Remove this process's containers on SIGTERM/SIGHUP too (idempotent).
+
+    Python only lets the main thread set signal handlers, and sandboxes are usually started
+    from an event-loop thread, so code that creates pools (an env's constructor) calls this
+    from the main thread as well. Returns whether the handlers are installed.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return bool(_previous)
+    with _lock:
         for sig in (signal.SIGTERM, signal.SIGHUP):
+            if sig in _previous:
+                continue
             try:
                 _previous[sig] = signal.signal(sig, _on_signal)
             except (ValueError, OSError):
                 pass
+    return bool(_previous)
 
 
 def remove_own_containers() -> list[str]:

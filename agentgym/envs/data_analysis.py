@@ -204,6 +204,9 @@ class DataAnalysisEnv(ToolEnv):
         self._sandbox: Any = None
         self._state_lost = False
         super().__init__(max_turns=max_turns, **kwargs)
+        from sandboxes.reaper import install_signal_handlers
+
+        install_signal_handlers()  # pools start on the runtime thread; signals need the main thread
 
     # ---- tasks ----------------------------------------------------------------
     @property
@@ -284,7 +287,9 @@ class DataAnalysisEnv(ToolEnv):
                  "working directory). Returns stdout, stderr and the value of the last expression.",
                  {"type": "object", "properties": {"code": {"type": "string"}},
                   "required": ["code"], "additionalProperties": False},
-                 python, max_output_chars=8000, timeout_s=self.python_timeout_s + 15.0,
+                 # The sandbox enforces the agent's deadline (ToolTimeout); this outer one is only a
+                 # safety net and must leave room to replace a dead sandbox and replay the episode.
+                 python, max_output_chars=8000, timeout_s=2 * self.python_timeout_s + 120.0,
                  max_retries=2),
             Tool(ANSWER_TOOL,
                  "Give the final answer with exactly the fields the question asks for (numbers as "

@@ -231,3 +231,49 @@ def test_oracle_through_docker_sandboxes_per_template(template, monkeypatch):
     report = run_episodes(ENV_ID, oracle_policy, episodes=3, concurrency=3, seed=91,
                           env_kwargs={"template": template, "backend": "docker"})
     _assert_oracle_solves(report, template=template)
+
+
+_SIGTERM_HOLDER = """
+import sys, time
+import gymnasium as gym, agentgym
+env = gym.make("agentgym/DataAnalysis-v0", backend="docker")
+env.reset(seed=1)  # the pool and its container start on the runtime thread
+print("READY", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.docker
+def test_sigterm_of_a_process_using_the_env_leaves_no_container(monkeypatch):
+    """Pools start on the runtime thread, but SIGTERM clean-up must still be installed."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import docker
+
+    monkeypatch.delenv("AGENTGYM_SANDBOX", raising=False)
+    client = docker.from_env()
+    holder = subprocess.Popen([sys.executable, "-c", _SIGTERM_HOLDER], stdout=subprocess.PIPE, text=True)
+
+    def owned():
+        prefix = f"{socket.gethostname()}:{holder.pid}:"
+        return [c for c in client.containers.list(all=True, filters={"label": "agentgym.owner"})
+                if c.labels["agentgym.owner"].startswith(prefix)]
+
+    try:
+        assert holder.stdout.readline().strip() == "READY"
+        assert owned(), "the holder should own at least one container"
+        holder.send_signal(signal.SIGTERM)
+        holder.wait(timeout=60)
+        deadline = time.monotonic() + 20
+        while owned() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert owned() == []
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        for c in owned():
+            c.remove(force=True)
