@@ -23,6 +23,8 @@ from agentgym.retrieval.http import MalformedHTTP, encode_request, read_message
 
 __all__ = ["RemoteRetriever", "RetrieverProtocolError", "RetrieverUnavailableError"]
 
+_JITTER = random.Random()  # backoff jitter: a private generator, never the global one
+
 
 class RetrieverUnavailableError(InfraError):
     """The retriever service could not be reached or kept failing; retried, then infra_failed."""
@@ -128,7 +130,7 @@ class RemoteRetriever:
         async with slots:
             for attempt in range(self.max_retries + 1):
                 if attempt:
-                    await asyncio.sleep(random.uniform(0, self.backoff_s * 2 ** (attempt - 1)))
+                    await asyncio.sleep(_JITTER.uniform(0, self.backoff_s * 2 ** (attempt - 1)))
                 try:
                     return await asyncio.wait_for(self._exchange(method, path, payload), self.timeout_s)
                 except (_Transient, OSError, TimeoutError, asyncio.IncompleteReadError, MalformedHTTP) as e:
