@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from agentgym import InfraError
 from agentgym.telemetry import Telemetry
 from agentgym.vector import ToolVectorEnv
 from baselines.chat_tokens import ChatTokenizer
@@ -95,13 +96,13 @@ class AgentLoop:
     def _reset(self, envs: list[Any], seeds: list[int], group_size: int) -> tuple[list[Trajectory], list[dict[str, Any]]]:
         try:
             _, infos = ToolVectorEnv(envs, autoreset=False).reset(seed=seeds)
-        except Exception as e:  # noqa: BLE001 - one failing reset must not lose the batch
+        except InfraError as e:  # one env's infrastructure must not lose the batch; bugs still raise
             logger.warning("batched reset failed (%s); resetting envs one by one", e)
             infos = []
             for env, s in zip(envs, seeds):
                 try:
                     infos.append(env.reset(seed=s)[1])
-                except Exception as err:  # noqa: BLE001
+                except InfraError as err:
                     infos.append({"reset_error": f"{type(err).__name__}: {err}"})
         trajs = []
         for i, info in enumerate(infos):
