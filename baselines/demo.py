@@ -96,7 +96,6 @@ def main(argv: list[str] | None = None) -> int:
     console.print(table)
     console.print(f"rollout {statistics.median(history['rollout'] or [0]):.0f} tok/s, train "
                   f"{statistics.median(history['train'] or [0]):.0f} tok/s (medians); wall time {time.perf_counter() - t0:.0f}s")
-    console.print(table)
     console.print(f"metrics: {cfg.log.run_dir}/metrics.jsonl   curves: {success_png}, {paths[-1]}")
     return 0
 
