@@ -60,3 +60,14 @@ def test_zero_variance_groups_are_dropped_before_minibatching():
     # Both minibatches are drawn from the two signal rows only, so both take a step.
     assert metrics["train/optimizer_steps"] == 2 and ewma.num_updates == 2
     assert metrics["loss/grad_norm"] > 0
+
+
+def test_repeated_updates_on_a_signal_batch_lower_the_loss_and_move_the_weights():
+    model = _model()
+    updater, _ = _updater(model)
+    batch = _batch([1.0, -1.0, 1.0, -1.0])
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    losses = [updater.update(batch, generator=torch.Generator().manual_seed(i))["loss/policy"] for i in range(6)]
+    assert all(torch.isfinite(torch.tensor(losses)))
+    assert losses[-1] < losses[0], losses
+    assert any(not torch.equal(v, before[k]) for k, v in model.state_dict().items())
