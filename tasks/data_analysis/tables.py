@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable
@@ -264,8 +265,16 @@ def _load_checked(name: str) -> tuple[pd.DataFrame, str]:
     return df, digest
 
 
+# Loaders import their data packages on first use; two threads importing the same package at
+# once can hit Python's import deadlock detection (seen with plotly -> narwhals when an env
+# generates questions in worker threads). Loading is rare, so it is simply serialised.
+_load_lock = threading.RLock()
+
+
 def load_table(name: str, *, verify: bool = True) -> pd.DataFrame:
-    """A fresh copy of the canonical table (as read back from its canonical CSV)."""
-    if not verify:
-        return pd.read_csv(io.BytesIO(table_csv(table_spec(name).loader())))
-    return _load_checked(name)[0].copy()
+    """A fresh copy of the canonical table (as read back from its canonical CSV). Thread-safe."""
+    with _load_lock:
+        if not verify:
+            return pd.read_csv(io.BytesIO(table_csv(table_spec(name).loader())))
+        frame = _load_checked(name)[0]
+    return frame.copy()

@@ -65,3 +65,21 @@ def test_ratio_denominators_are_positive_numeric_columns(name):
     df = load_table(name)
     for x, y in TABLES[name].ratios:
         assert pd.api.types.is_numeric_dtype(df[x]) and df[y].dropna().min() > 0
+
+
+def test_first_loads_from_many_threads_at_once_do_not_deadlock():
+    """A fresh interpreter loads every table from 8 threads at once (first imports included)."""
+    import subprocess
+    import sys
+
+    code = (
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "from tasks.data_analysis.tables import TABLES, load_table\n"
+        "names = list(TABLES) * 2\n"
+        "with ThreadPoolExecutor(8) as pool:\n"
+        "    frames = list(pool.map(load_table, names))\n"
+        "assert all(len(f) > 0 for f in frames)\n"
+        "print('ok', len(frames))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0 and out.stdout.startswith("ok"), out.stderr[-2000:]
