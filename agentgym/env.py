@@ -37,7 +37,7 @@ from agentgym.errors import (
 )
 from agentgym.executor import UNPARSED, ToolExecutor, ToolResult
 from agentgym.fingerprint import Fingerprint, make_fingerprint
-from agentgym.parsing import Parser, make_parser, normalise_action
+from agentgym.parsing import FORMAT_NOTE, Parser, make_parser, normalise_action
 from agentgym.runtime import run_sync
 from agentgym.spaces import UnicodeText
 from agentgym.telemetry import Telemetry
@@ -235,13 +235,13 @@ class ToolEnv(gym.Env[str, str]):
         if not calls:
             self.telemetry.record_call(UNPARSED, "parse_error", 0.0, 0, False)
             self.last_results = []
-            outputs = [("format", "\n".join(notes + [self.parser.format_hint(self._tool_names)]))]
+            outputs = [(FORMAT_NOTE, "\n".join(notes + [self.parser.format_hint(self._tool_names)]))]
         else:
             results = await self._execute(calls)
             self.last_results = results
             outputs = [(r.name, r.output) for r in results]
             if notes:
-                outputs.insert(0, ("format", "\n".join(notes)))
+                outputs.insert(0, (FORMAT_NOTE, "\n".join(notes)))
         return await self._finish_step(outputs)
 
     # ------------------------------------------------------------- internals

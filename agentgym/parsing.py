@@ -20,9 +20,11 @@ __all__ = [
     "TagParser",
     "make_parser",
     "normalise_action",
+    "FORMAT_NOTE",
 ]
 
 ParseStatus = Literal["ok", "parse_error"]
+FORMAT_NOTE = "format"  # pseudo tool name of notes about the agent's message itself
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,9 +126,20 @@ class HermesParser:
         return {"parser": self.name}
 
     def render_results(self, results: list[tuple[str, str]]) -> tuple[str, list[dict[str, Any]]]:
-        """One ``tool`` message per call; the text form wraps each in ``<tool_response>``."""
-        text = "\n".join(f"<tool_response>\n{out}\n</tool_response>" for _, out in results)
-        return text, [{"role": "tool", "name": name, "content": out} for name, out in results]
+        """One ``tool`` message per call; the text form wraps each in ``<tool_response>``.
+
+        Notes about the message itself (name ``FORMAT_NOTE``: no tool call found, bytes
+        replaced, text cut) answer no call, so they come as a ``user`` message.
+        """
+        texts, messages = [], []
+        for name, out in results:
+            if name == FORMAT_NOTE:
+                texts.append(out)
+                messages.append({"role": "user", "content": out})
+            else:
+                texts.append(f"<tool_response>\n{out}\n</tool_response>")
+                messages.append({"role": "tool", "name": name, "content": out})
+        return "\n".join(texts), messages
 
 
 class TagParser:

@@ -15,7 +15,7 @@ from typing import Any
 
 from agentgym.env import ANSWER_TOOL
 from agentgym.executor import UNPARSED, ToolExecutor, ToolResult
-from agentgym.parsing import ParsedCall, Parser, normalise_action
+from agentgym.parsing import FORMAT_NOTE, ParsedCall, Parser, normalise_action
 from agentgym.telemetry import Telemetry
 from agentgym.tools import Tool
 
@@ -77,12 +77,12 @@ class Seat:
         if not calls:
             self.telemetry.record_call(UNPARSED, "parse_error", 0.0, 0, False)
             self.last_results = []
-            outputs = [("format", "\n".join(notes + [self.parser.format_hint(self.tool_names)]))]
+            outputs = [(FORMAT_NOTE, "\n".join(notes + [self.parser.format_hint(self.tool_names)]))]
         else:
             self.last_results = await self._execute(calls)
             outputs = [(r.name, r.output) for r in self.last_results]
             if notes:
-                outputs.insert(0, ("format", "\n".join(notes)))
+                outputs.insert(0, (FORMAT_NOTE, "\n".join(notes)))
         self.tool_chars += sum(len(o) for _, o in outputs)
         obs, messages = self.parser.render_results(outputs)
         self.pending.add(obs, messages)

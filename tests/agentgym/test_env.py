@@ -164,3 +164,12 @@ def test_an_observation_cut_to_max_observation_chars_is_counted():
     assert len(obs) <= 1500 and "truncated" in obs and info["observation_truncated"]
     env.step(tc("answer", answer=env.task.secret))
     assert env._truncations == 1
+
+
+def test_a_turn_without_tool_calls_is_answered_by_a_user_message():
+    env = ProbeEnv()
+    env.reset(seed=0)
+    obs, *_, info = env.step("I think the answer is 3.")
+    assert info["messages"] == [{"role": "user", "content": obs}] and "<tool_call>" in obs
+    _, *_, info = env.step(tc("echo", text="x"))
+    assert [m["role"] for m in info["messages"]] == ["tool"]
