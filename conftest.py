@@ -1,4 +1,4 @@
-"""Shared test setup.
+"""Shared pytest setup for tests/ and benchmarks/.
 
 Tests marked ``docker`` need a real Docker engine. Without one they are skipped, unless
 ``AGENTGYM_REQUIRE_DOCKER=1`` (set by CI), which turns a missing engine into a failure:
