@@ -270,13 +270,10 @@ class ProcessSandbox(SupervisedSandbox):
 
     async def _terminate(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is not None:
-            _kill_group(proc)
-        if self._cgroup is not None:
-            self._cgroup.remove()
-            self._cgroup = None
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
+        cgroup, self._cgroup = self._cgroup, None
+        # Waiting for the process group, removing the cgroup and the directory block for up to
+        # seconds; off the event loop, so the other episodes' tool calls keep running.
+        await asyncio.to_thread(_clean_up, proc, cgroup, self._dir)
 
     def describe(self) -> dict[str, Any]:
         info = super().describe()
@@ -284,6 +281,15 @@ class ProcessSandbox(SupervisedSandbox):
         info["confined_root"] = self._support.confined_root if self._support else False
         info["cgroup"] = self._cgroup is not None
         return info
+
+
+def _clean_up(proc: subprocess.Popen | None, cgroup: Any, directory: Path | None) -> None:
+    if proc is not None:
+        _kill_group(proc)
+    if cgroup is not None:
+        cgroup.remove()
+    if directory is not None:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
