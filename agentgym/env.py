@@ -51,6 +51,14 @@ Split = Literal["train", "validation", "test"]
 ParserName = Literal["hermes", "tags"]
 
 
+def check_split_and_render_mode(split: str, splits: tuple[str, ...], render_mode: str | None) -> None:
+    """Constructor checks shared by single- and multi-agent envs."""
+    if split not in splits:
+        raise ConfigError(f"Expected split in {splits}, actual value: {split!r}")
+    if render_mode not in (None, "ansi"):
+        raise ConfigError(f"Expected render_mode None or 'ansi', actual value: {render_mode!r}")
+
+
 class ToolEnv(gym.Env[str, str]):
     """Base class of agentgym's text environments. See the module docstring for hooks.
 
@@ -84,10 +92,7 @@ class ToolEnv(gym.Env[str, str]):
     ) -> None:
         if max_turns < 1:
             raise ConfigError(f"Expected max_turns >= 1, actual value: {max_turns}")
-        if split not in self.splits:
-            raise ConfigError(f"Expected split in {self.splits}, actual value: {split!r}")
-        if render_mode not in (None, "ansi"):
-            raise ConfigError(f"Expected render_mode None or 'ansi', actual value: {render_mode!r}")
+        check_split_and_render_mode(split, self.splits, render_mode)
         self.parser = make_parser(parser)
         self.max_turns = max_turns
         self.tool_output_budget_chars = tool_output_budget_chars

@@ -25,7 +25,8 @@ from agentgym.policies import Policy
 from agentgym.runtime import run_sync
 from agentgym.telemetry import Telemetry
 
-__all__ = ["EpisodeRecord", "RunReport", "run_episodes", "arun_episodes", "drain_episodes"]
+__all__ = ["EpisodeRecord", "RunReport", "run_episodes", "arun_episodes", "drain_episodes", "run_report",
+           "check_counts"]
 
 E = TypeVar("E")
 
@@ -93,21 +94,30 @@ async def arun_episodes(env_id: str, policy: Policy, episodes: int, concurrency:
                         env_kwargs: dict[str, Any] | None = None,
                         on_episode: Callable[[EpisodeRecord], None] | None = None) -> RunReport:
     """Run ``episodes`` episodes; episode ``i`` is reset with ``seed + i`` (reproducible)."""
+    check_counts(episodes, concurrency)
+    bases: list[ToolEnv] = [gym.make(env_id, **(env_kwargs or {})).unwrapped  # type: ignore[misc]
+                            for _ in range(min(concurrency, episodes))]
+    return await run_report(env_id, bases, episodes, lambda env, i: _one_episode(env, policy, i, seed + i), on_episode)
+
+
+def check_counts(episodes: int, concurrency: int) -> None:
     if episodes < 1 or concurrency < 1:
         raise ConfigError(f"Expected episodes >= 1 and concurrency >= 1, actual values: {episodes}, {concurrency}")
-    concurrency = min(concurrency, episodes)
-    envs = [gym.make(env_id, **(env_kwargs or {})) for _ in range(concurrency)]
-    bases: list[ToolEnv] = [e.unwrapped for e in envs]  # type: ignore[misc]
+
+
+async def run_report(env_id: str, envs: Sequence[Any], episodes: int,
+                     run_one: Callable[[Any, int], Awaitable[EpisodeRecord]],
+                     on_episode: Callable[[EpisodeRecord], None] | None = None) -> RunReport:
+    """Drain ``episodes`` over ``envs`` (single- or multi-agent: anything with ``_release``,
+    ``telemetry`` and ``fingerprint``), release their resources, and summarise."""
     start = time.perf_counter()
     try:
-        records, lost = await drain_episodes(
-            bases, episodes, lambda env, i: _one_episode(env, policy, i, seed + i), on_episode)
+        records, lost = await drain_episodes(envs, episodes, run_one, on_episode)
     finally:
-        for b in bases:
-            await b._release()  # noqa: SLF001 - the runner owns these envs
-    elapsed = time.perf_counter() - start
-    return RunReport(env_id, records, lost, elapsed, Telemetry.merged(b.telemetry for b in bases),
-                     str(bases[0].fingerprint))
+        for env in envs:
+            await env._release()  # noqa: SLF001 - the runner owns these envs
+    return RunReport(env_id, records, lost, time.perf_counter() - start,
+                     Telemetry.merged(e.telemetry for e in envs), str(envs[0].fingerprint))
 
 
 async def drain_episodes(envs: Sequence[E], episodes: int,

@@ -40,6 +40,7 @@ import numpy as np
 from gymnasium.utils import seeding
 from pettingzoo import ParallelEnv
 
+from agentgym.env import check_split_and_render_mode
 from agentgym.errors import ConfigError, EpisodeFinishedError, ResetNeededError
 from agentgym.fingerprint import Fingerprint, make_fingerprint
 from agentgym.multi_agent.errors import UnknownAgentError
@@ -87,10 +88,7 @@ class TeamEnv(ParallelEnv[str, str, str]):
                               "the tag parser cannot express multi-argument tools such as delegate.")
         if max_team_turns < 1:
             raise ConfigError(f"Expected max_team_turns >= 1, actual value: {max_team_turns}")
-        if split not in self.splits:
-            raise ConfigError(f"Expected split in {self.splits}, actual value: {split!r}")
-        if render_mode not in (None, "ansi"):
-            raise ConfigError(f"Expected render_mode None or 'ansi', actual value: {render_mode!r}")
+        check_split_and_render_mode(split, self.splits, render_mode)
         self.parser = make_parser(parser)
         self.max_team_turns = max_team_turns
         self.tool_output_budget_chars = tool_output_budget_chars

@@ -11,17 +11,15 @@ escapes an episode counts as lost, with its traceback.
 from __future__ import annotations
 
 import inspect
-import time
 from collections.abc import Callable
 from typing import Any
 
-from agentgym.errors import ConfigError, InfraError
+from agentgym.errors import InfraError
 from agentgym.multi_agent.base import TeamEnv
 from agentgym.multi_agent.policies import TeamPolicy, get_team_policy
 from agentgym.multi_agent.registry import make, spec
-from agentgym.runner import EpisodeRecord, RunReport, drain_episodes
+from agentgym.runner import EpisodeRecord, RunReport, check_counts, run_report
 from agentgym.runtime import run_sync
-from agentgym.telemetry import Telemetry
 
 __all__ = ["run_team_episodes", "arun_team_episodes", "run_team_episode"]
 
@@ -41,20 +39,12 @@ async def arun_team_episodes(env_id: str, policy: str | TeamPolicy, episodes: in
                              seed: int = 0, env_kwargs: dict[str, Any] | None = None,
                              on_episode: Callable[[EpisodeRecord], None] | None = None) -> RunReport:
     """Run ``episodes`` team episodes, ``concurrency`` at a time; see the module docstring."""
-    if episodes < 1 or concurrency < 1:
-        raise ConfigError(f"Expected episodes >= 1 and concurrency >= 1, actual values: {episodes}, {concurrency}")
+    check_counts(episodes, concurrency)
     team_policy = get_team_policy(policy) if isinstance(policy, str) else policy
     env_id = spec(env_id).env_id
     envs = [make(env_id, **(env_kwargs or {})) for _ in range(min(concurrency, episodes))]
-    start = time.perf_counter()
-    try:
-        records, lost = await drain_episodes(
-            envs, episodes, lambda env, i: run_team_episode(env, team_policy, i, seed + i), on_episode)
-    finally:
-        for e in envs:
-            await e._release()  # noqa: SLF001 - the runner owns these envs
-    return RunReport(env_id, records, lost, time.perf_counter() - start,
-                     Telemetry.merged(e.telemetry for e in envs), str(envs[0].fingerprint))
+    return await run_report(env_id, envs, episodes,
+                            lambda env, i: run_team_episode(env, team_policy, i, seed + i), on_episode)
 
 
 async def run_team_episode(env: TeamEnv, policy: TeamPolicy, index: int = 0, seed: int | None = None) -> EpisodeRecord:
