@@ -1,130 +1,119 @@
-"""Host side of the supervisor protocol: one Unix-socket connection per sandbox.
+"""Host side of the supervisor protocol: one stream per sandbox, never re-opened.
 
-Every request gets a sequence number. If the connection breaks, the client reconnects
-and resends the *same* number; the supervisor answers a repeated number from its cache,
-so a retry never runs the agent's code twice. While it works the supervisor sends a
-heartbeat every second; silence for longer than ``silence_s`` means it is hung, and the
-caller kills the sandbox from outside.
+The stream is the supervisor's stdin/stdout (attached through the engine for containers,
+a pipe for local processes). Every request gets a sequence number and every reply must
+carry it; while it works the supervisor sends a heartbeat every second, and silence for
+longer than ``silence_s`` means it is hung.
+
+Any anomaly — a frame that does not decode, a reply to another request, a broken stream
+— raises :class:`SandboxTransportError`, and the caller retires the sandbox. The client
+never reconnects: a second connection is exactly what an impostor would wait for.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
+import secrets
 import time
-from typing import Any
+from typing import Protocol
 
-from sandboxes.errors import SandboxCrashedError, SandboxTransportError
+from sandboxes.errors import SandboxTransportError
 from sandboxes.runtime import wire
 
-__all__ = ["SupervisorClient"]
+__all__ = ["SupervisorClient", "SupervisorStream", "new_key"]
 
-_RECONNECTS = 3
+
+class SupervisorStream(Protocol):
+    """What the client needs from a transport (an attached container, a pipe pair)."""
+
+    reader: asyncio.StreamReader
+
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def new_key() -> str:
+    """A fresh per-sandbox key: given to the supervisor at start, proved in ``hello``."""
+    return secrets.token_hex(32)
 
 
 class SupervisorClient:
-    """Async, one-request-at-a-time client for a supervisor listening on ``socket_path``."""
+    """Async, one-request-at-a-time client for the supervisor at the end of ``stream``."""
 
-    def __init__(self, socket_path: str, *, silence_s: float = 5.0) -> None:
-        self.socket_path = socket_path
+    def __init__(self, stream: SupervisorStream, *, key: str, name: str, silence_s: float = 5.0) -> None:
+        self.stream = stream
+        self.key = key.encode()
+        self.name = name
         self.silence_s = silence_s
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
         self._seq = 0
         self._lock = asyncio.Lock()
-
-    async def connect(self, timeout: float, alive: Any = None) -> None:
-        """Connect, waiting up to ``timeout`` for the supervisor to create its socket.
-
-        ``alive`` is an optional zero-argument callable; when it returns False the wait
-        ends early with :class:`SandboxCrashedError`.
-        """
-        end = time.monotonic() + timeout
-        delay = 0.005
-        next_check = time.monotonic() + 0.5
-        while True:
-            try:
-                await self._open()
-                return
-            except (FileNotFoundError, ConnectionRefusedError) as e:
-                # ``alive`` may cost an engine round trip: ask twice a second at most
-                if alive is not None and time.monotonic() >= next_check and not alive():
-                    raise SandboxCrashedError(
-                        f"the sandbox exited before its supervisor listened on {self.socket_path}"
-                    ) from e
-                if time.monotonic() > end:
-                    raise SandboxTransportError(
-                        f"no supervisor listening on {self.socket_path} after {timeout:g}s"
-                    ) from e
-                if time.monotonic() >= next_check:
-                    next_check = time.monotonic() + 0.5
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 0.1)
-
-    async def _open(self) -> None:
-        self._reader, self._writer = await asyncio.open_unix_connection(
-            self.socket_path, limit=wire.MAX_HEADER_BYTES
-        )
+        self._broken: str | None = None
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        self._reader = self._writer = None
+        self._broken = self._broken or "closed"
+        self.stream.close()
+
+    async def handshake(self, deadline_s: float) -> dict:
+        """``hello`` with a fresh nonce; the reply must prove it knows this sandbox's key."""
+        nonce = secrets.token_hex(16)
+        header, _ = await self.request("hello", {"wait_ready": True, "nonce": nonce}, deadline_s=deadline_s)
+        expected = hmac.new(self.key, nonce.encode(), hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(str(header.get("proof", "")), expected):
+            self._fail("the peer could not prove it is this sandbox's supervisor")
+        return header
 
     async def request(
         self, op: str, fields: dict | None = None, payload: bytes = b"", *, deadline_s: float
     ) -> tuple[dict, bytes]:
         """Send one request and return the supervisor's ``(header, payload)``.
 
-        ``deadline_s`` bounds the whole exchange. Raises :class:`SandboxTransportError`
-        when the supervisor stays silent, the deadline passes, or reconnecting fails.
+        Raises :class:`SandboxTransportError` when the stream breaks or misbehaves, the
+        supervisor stays silent, or ``deadline_s`` passes; the sandbox is then unusable.
         """
         async with self._lock:
+            if self._broken is not None:
+                raise SandboxTransportError(f"the channel to {self.name} is unusable: {self._broken}")
             self._seq += 1
-            header = {"op": op, "seq": self._seq, **(fields or {})}
-            frame = wire.encode(header, payload)
-            end = time.monotonic() + deadline_s
-            last_error: BaseException | None = None
-            for attempt in range(_RECONNECTS + 1):
-                try:
-                    if self._writer is None:
-                        await self._open()
-                    return await self._exchange(frame, header["seq"], end)
-                except SandboxTransportError:
-                    raise
-                except (OSError, EOFError, asyncio.IncompleteReadError, wire.FrameError) as e:
-                    last_error = e
-                    self.close()
-                    if time.monotonic() >= end:
-                        break
-                    await asyncio.sleep(0.01 * 2**attempt)
-            raise SandboxTransportError(
-                f"lost the connection to the supervisor at {self.socket_path} "
-                f"({op} request, {_RECONNECTS} reconnects): {last_error!r}"
-            ) from last_error
+            seq = self._seq
+            try:
+                self.stream.write(wire.encode({"op": op, "seq": seq, **(fields or {})}, payload))
+                await self.stream.drain()
+                return await self._reply(seq, time.monotonic() + deadline_s)
+            except SandboxTransportError:
+                raise
+            except (OSError, EOFError, asyncio.IncompleteReadError, wire.FrameError, ValueError) as e:
+                self._fail(f"{op} request: {e!r}")
+                raise AssertionError("unreachable")  # _fail raises
 
-    async def _exchange(self, frame: bytes, seq: int, end: float) -> tuple[dict, bytes]:
-        assert self._writer is not None and self._reader is not None
-        self._writer.write(frame)
-        await self._writer.drain()
+    def _fail(self, why: str) -> None:
+        self._broken = why
+        self.stream.close()
+        raise SandboxTransportError(f"the channel to {self.name} broke: {why}")
+
+    async def _reply(self, seq: int, end: float) -> tuple[dict, bytes]:
         while True:
             wait = min(self.silence_s, end - time.monotonic())
             if wait <= 0:
-                raise SandboxTransportError(f"supervisor at {self.socket_path} missed its deadline")
+                self._fail("the supervisor missed its deadline")
             try:
                 header, payload = await asyncio.wait_for(self._read_frame(), wait)
-            except asyncio.TimeoutError as e:
-                self.close()
-                raise SandboxTransportError(
-                    f"supervisor at {self.socket_path} silent for {wait:.1f}s (hung or dead)"
-                ) from e
-            if header.get("seq") == seq and not header.get("heartbeat"):
+            except asyncio.TimeoutError:
+                self._fail(f"the supervisor was silent for {wait:.1f}s (hung or dead)")
+            if header.get("seq") != seq:
+                self._fail(f"a reply to request {header.get('seq')!r} arrived while waiting for {seq}")
+            if not header.get("heartbeat"):
                 return header, payload
 
     async def _read_frame(self) -> tuple[dict, bytes]:
-        assert self._reader is not None
-        prefix = await self._reader.readexactly(wire.PREFIX.size)
+        reader = self.stream.reader
+        prefix = await reader.readexactly(wire.PREFIX.size)
         header_len, payload_len = wire.PREFIX.unpack(prefix)
         wire.check_lengths(header_len, payload_len)
-        header = wire.decode_header(await self._reader.readexactly(header_len))
-        payload = await self._reader.readexactly(payload_len) if payload_len else b""
+        header = wire.decode_header(await reader.readexactly(header_len))
+        payload = await reader.readexactly(payload_len) if payload_len else b""
         return header, payload

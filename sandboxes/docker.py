@@ -1,44 +1,48 @@
 """Docker deployment: one container per sandbox, the supervisor as its main process.
 
-The host reaches the supervisor through a Unix socket in a per-sandbox directory that
-is bind-mounted into the container (``/run/agentgym``); the runtime code is bind-mounted
-read-only at ``/opt/agentgym``. So the hot path never touches the Docker daemon (no
-``docker exec``), and the engine must share this host's filesystem (a local engine, or
-several local engines).
+The host reaches the supervisor through the container's own stdin/stdout, attached once
+through the engine (:mod:`sandboxes.attach`): no ``docker exec`` on the hot path, and no
+directory shared with the host that agent code could write to. The runtime code is
+bind-mounted read-only at ``/opt/agentgym``, so the engine must share this host's
+filesystem (a local engine, or several local engines).
+
+The container runs as root with every capability dropped except SETUID, SETGID and KILL,
+which the supervisor needs to run agent code as ``config.user`` and to clean up after it;
+agent code itself holds no capability (see ``runtime/supervisor.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-import tempfile
 import threading
-from pathlib import Path
 from typing import Any
 
+from sandboxes.attach import AttachedStream, attach_container
 from sandboxes.engine import connect, default_engine_url
 from sandboxes.errors import EngineUnreachableError, SandboxCrashedError, SandboxInfraError
 from sandboxes.image import ImageInfo, build_image, default_image
 from sandboxes.protocol import SandboxConfig, default_env, parse_size
-from sandboxes.reaper import OWNER_LABEL, SANDBOX_LABEL, owner_id, reap_orphans, register_engine, socket_root
-from sandboxes.supervised import RUNTIME_DIR, SupervisedSandbox, runtime_digest
+from sandboxes.reaper import OWNER_LABEL, SANDBOX_LABEL, owner_id, reap_orphans, register_engine
+from sandboxes.runtime import wire
+from sandboxes.supervised import KEY_ENV, RUNTIME_DIR, SupervisedSandbox, runtime_digest
 
 __all__ = ["DockerSandbox", "DockerBackend", "container_options"]
 
-_IN_SOCKET_DIR = "/run/agentgym"
 _IN_RUNTIME_DIR = "/opt/agentgym"
-ORPHAN_EXIT_S = 60.0
-"""A supervisor with no host connected for this long exits, removing its container."""
+SUPERVISOR_CAPS = ["SETUID", "SETGID", "KILL"]
+"""All the supervisor keeps: run workers as the sandbox user, act as that user for file
+operations and clean-up, kill its processes. Agent code holds none of them."""
 
 
-def container_options(config: SandboxConfig, image: str, socket_dir: str, owner: str) -> dict[str, Any]:
-    """Keyword arguments for ``containers.run``: every isolation setting, explicitly."""
+def container_options(config: SandboxConfig, image: str, owner: str, key: str) -> dict[str, Any]:
+    """Keyword arguments for ``containers.create``: every isolation setting, explicitly."""
     size = config.tmpfs_size
     uid, _, gid = config.user.partition(":")
+    shm_bytes = parse_size(config.shm_size)
     supervisor = [
         "python3", "-E", "-s", f"{_IN_RUNTIME_DIR}/supervisor.py",
-        "--socket", f"{_IN_SOCKET_DIR}/supervisor.sock",
+        "--sandbox-user", f"{uid}:{gid or uid}",
+        "--scrub", "/dev/shm,/dev/mqueue",
         "--workdir", config.workdir,
         "--tmpdir", "/tmp",
         "--preload", ",".join(config.preload),
@@ -46,12 +50,11 @@ def container_options(config: SandboxConfig, image: str, socket_dir: str, owner:
         "--value-limit", str(config.value_limit_bytes),
         "--default-timeout", str(config.default_timeout_s),
         "--grace", str(config.grace_s),
-        "--orphan-exit-s", str(ORPHAN_EXIT_S),
-        "--startup-wait-s", str(ORPHAN_EXIT_S * 2),
+        "--rlimits", '{"core": 0}',
         "--kill-all",
     ]  # fmt: skip
     entrypoint = (["/usr/bin/tini", "--"] if config.init else []) + supervisor
-    env = default_env(config)
+    env = {**default_env(config), KEY_ENV: key}
     labels = {  # user labels first: they must never overwrite the owner (the reaper relies on it)
         **dict(config.labels),
         OWNER_LABEL: owner,
@@ -59,11 +62,11 @@ def container_options(config: SandboxConfig, image: str, socket_dir: str, owner:
         "agentgym.runtime": runtime_digest(),
     }
     tmpfs_opts = f"rw,nosuid,nodev,size={size}"
-    return {
+    options: dict[str, Any] = {
         "image": image,
         "entrypoint": entrypoint,
         "command": [],
-        "user": config.user,
+        "user": "0:0",
         "working_dir": config.workdir,
         "environment": env,
         "labels": labels,
@@ -77,18 +80,31 @@ def container_options(config: SandboxConfig, image: str, socket_dir: str, owner:
         "mem_limit": config.mem_limit_bytes,
         "memswap_limit": config.mem_limit_bytes,
         "nano_cpus": int(config.cpus * 1e9),
-        "cap_drop": ["ALL"] if config.cap_drop_all else [],
-        "security_opt": ["no-new-privileges"] if config.no_new_privileges else [],
-        "volumes": {
-            str(RUNTIME_DIR): {"bind": _IN_RUNTIME_DIR, "mode": "ro"},
-            socket_dir: {"bind": _IN_SOCKET_DIR, "mode": "rw"},
+        "shm_size": shm_bytes,
+        "ipc_mode": "private",
+        # IPC namespace limits: SysV shared memory is capped like /dev/shm, and a segment
+        # no process has attached is destroyed, so it cannot outlive the code that made it.
+        "sysctls": {
+            "kernel.shmmax": str(shm_bytes),
+            "kernel.shmall": str(shm_bytes // 4096),
+            "kernel.shm_rmid_forced": "1",
         },
+        "cap_drop": ["ALL"] if config.cap_drop_all else [],
+        "cap_add": SUPERVISOR_CAPS,
+        "security_opt": ["no-new-privileges"] if config.no_new_privileges else [],
+        "volumes": {str(RUNTIME_DIR): {"bind": _IN_RUNTIME_DIR, "mode": "ro"}},
         "hostname": "sandbox",
-        "detach": True,
+        # Attached once, before start; StdinOnce closes the supervisor's stdin when that
+        # connection ends (host exit or kill), so the supervisor exits and the container goes.
+        "stdin_open": True,
+        "detach": False,
+        "log_config": {"type": "none"},  # protocol bytes never go to the engine's disk
         "auto_remove": True,
-        "stdin_open": False,
         "init": False,  # tini comes from the image (ENTRYPOINT), see config.init
     }
+    if config.runtime:
+        options["runtime"] = config.runtime
+    return options
 
 
 class DockerSandbox(SupervisedSandbox):
@@ -114,7 +130,7 @@ class DockerSandbox(SupervisedSandbox):
         self._image = image
         self._client_obj = client
         self._container: Any = None
-        self._dir: Path | None = None
+        self._stream: AttachedStream | None = None
         self._dead = False
 
     @property
@@ -134,26 +150,29 @@ class DockerSandbox(SupervisedSandbox):
             self._client_obj = connect(self.engine_url)
         return self._client_obj
 
-    async def _launch(self) -> str:
+    async def _launch(self, key: str) -> AttachedStream:
         docker = await asyncio.to_thread(self._docker)
         register_engine(self.engine_url)
         image = self._image or (await asyncio.to_thread(default_image, engine_url=self.engine_url)).tag
-        self._dir = Path(tempfile.mkdtemp(prefix="sb-", dir=socket_root()))
-        uid, _, gid = self.config.user.partition(":")
+        options = container_options(self.config, image, owner_id(), key)
+        creating = asyncio.ensure_future(asyncio.to_thread(docker.containers.create, **options))
         try:
-            os.chown(self._dir, int(uid), int(gid or uid))
-        except (OSError, ValueError):
-            os.chmod(self._dir, 0o777)  # not root: let the container user create the socket
-        options = container_options(self.config, image, str(self._dir), owner_id())
-        starting = asyncio.ensure_future(asyncio.to_thread(docker.containers.run, **options))
-        try:
-            self._container = await asyncio.shield(starting)
+            self._container = await asyncio.shield(creating)
         except asyncio.CancelledError:
-            starting.add_done_callback(_remove_when_started)  # the thread still runs
+            creating.add_done_callback(_remove_when_started)  # the thread still runs
+            raise
+        except Exception as e:
+            raise _infra_error(e, f"could not create a container from {image}") from e
+        try:
+            self._stream = await attach_container(
+                self.engine_url, self._container.id, limit=wire.MAX_HEADER_BYTES
+            )
+            await asyncio.to_thread(self._container.start)
+        except asyncio.CancelledError:
             raise
         except Exception as e:
             raise _infra_error(e, f"could not start a container from {image}") from e
-        return str(self._dir / "supervisor.sock")
+        return self._stream
 
     def _alive(self) -> bool:
         if self._container is None or self._dead:
@@ -168,10 +187,10 @@ class DockerSandbox(SupervisedSandbox):
     async def _terminate(self) -> None:
         container = self._container
         self._dead = True
+        if self._stream is not None:
+            self._stream.close()
         if container is not None:
             await asyncio.to_thread(_remove_quietly, container)
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
 
     def kill_container(self) -> None:
         """Kill the container from outside (for fault-injection tests and the pool)."""

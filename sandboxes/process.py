@@ -37,7 +37,8 @@ from typing import Any, Literal
 from sandboxes import cgroups
 from sandboxes.protocol import SandboxConfig, default_env, parse_size
 from sandboxes.reaper import remove_dead_sandbox_dirs, socket_root
-from sandboxes.supervised import RUNTIME_DIR, SupervisedSandbox, runtime_digest
+from sandboxes.runtime import wire
+from sandboxes.supervised import KEY_ENV, RUNTIME_DIR, SupervisedSandbox, runtime_digest
 
 __all__ = [
     "ProcessSandbox",
@@ -192,6 +193,7 @@ class ProcessSandbox(SupervisedSandbox):
         self._namespaced = False
         self._support: IsolationSupport | None = None
         self._cgroup: cgroups.SandboxCgroup | None = None
+        self._stream: PipeStream | None = None
 
     @property
     def id(self) -> str:
@@ -201,7 +203,7 @@ class ProcessSandbox(SupervisedSandbox):
     def workdir(self) -> str:
         return str(self._dir / "work") if self._dir else ""
 
-    async def _launch(self) -> str:
+    async def _launch(self, key: str) -> "PipeStream":
         support = isolation_support() if self.isolation == "auto" else IsolationSupport((), False, "isolation='none'")
         self._support = support
         self._namespaced = support.namespaces
@@ -220,25 +222,26 @@ class ProcessSandbox(SupervisedSandbox):
             )
         for sub in ("work", "tmp"):
             (self._dir / sub).mkdir()
-        socket_path = str(self._dir / "supervisor.sock")
-        argv = support.wrap(str(self._dir), self._supervisor_argv(socket_path))
+        argv = support.wrap(str(self._dir), self._supervisor_argv())
         if self._cgroup is not None:
             argv = [*self._cgroup.join_prefix(), *argv]
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **default_env(self.config)}
         env["HOME"] = self.workdir
+        env[KEY_ENV] = key
         with open(self._dir / "supervisor.log", "ab") as log:
             self._proc = subprocess.Popen(
                 argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
                 stderr=log,
                 env=env,
                 cwd=self.workdir,
                 start_new_session=True,
             )
-        return socket_path
+        self._stream = await PipeStream.open(self._proc)
+        return self._stream
 
-    def _supervisor_argv(self, socket_path: str) -> list[str]:
+    def _supervisor_argv(self) -> list[str]:
         c = self.config
         rlimits: dict[str, Any] = {"fsize": parse_size(c.tmpfs_size), "core": 0}
         if self._cgroup is None:
@@ -248,7 +251,6 @@ class ProcessSandbox(SupervisedSandbox):
             rlimits["nproc"] = c.pids_limit + _user_process_count()
         argv = [
             self.python, "-E", "-s", str(RUNTIME_DIR / "supervisor.py"),
-            "--socket", socket_path,
             "--workdir", self.workdir,
             "--tmpdir", str(self._dir / "tmp"),
             "--preload", ",".join(c.preload),
@@ -269,6 +271,8 @@ class ProcessSandbox(SupervisedSandbox):
         return self._proc is not None and self._proc.poll() is None
 
     async def _terminate(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
         proc, self._proc = self._proc, None
         cgroup, self._cgroup = self._cgroup, None
         # Waiting for the process group, removing the cgroup and the directory block for up to
@@ -281,6 +285,37 @@ class ProcessSandbox(SupervisedSandbox):
         info["confined_root"] = self._support.confined_root if self._support else False
         info["cgroup"] = self._cgroup is not None
         return info
+
+
+class PipeStream:
+    """The supervisor's stdin and stdout pipes as an asyncio stream (see SupervisorStream)."""
+
+    def __init__(self, reader: asyncio.StreamReader, transport: asyncio.WriteTransport, read_transport: Any) -> None:
+        self.reader = reader
+        self._transport = transport
+        self._read_transport = read_transport
+
+    @classmethod
+    async def open(cls, proc: subprocess.Popen) -> "PipeStream":
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=wire.MAX_HEADER_BYTES, loop=loop)
+        read_transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader, loop=loop), proc.stdout
+        )
+        transport, _ = await loop.connect_write_pipe(asyncio.Protocol, proc.stdin)
+        return cls(reader, transport, read_transport)
+
+    def write(self, data: bytes) -> None:
+        if self._transport.is_closing():
+            raise BrokenPipeError("the supervisor's stdin is closed")
+        self._transport.write(data)
+
+    async def drain(self) -> None:
+        await asyncio.sleep(0)
+
+    def close(self) -> None:
+        self._transport.close()
+        self._read_transport.close()
 
 
 def _clean_up(proc: subprocess.Popen | None, cgroup: Any, directory: Path | None) -> None:

@@ -94,14 +94,22 @@ class SandboxConfig:
     workdir: str = "/workspace"
     """Working directory of the agent's code; a tmpfs in containers, wiped on reset."""
     tmpfs_size: str = "256m"
-    """Size of each tmpfs (``/tmp`` and ``workdir``)."""
+    """Size of each tmpfs (``/tmp`` and ``workdir``). Files there are memory charged to
+    the sandbox, so ``2 * tmpfs_size + shm_size`` must leave ``mem_limit`` room for the
+    interpreter: full disks must end in the agent's own OOM, never the supervisor's."""
+    shm_size: str = "64m"
+    """Size of ``/dev/shm``, and the cap on SysV shared memory in the sandbox."""
     pids_limit: int = 128
     mem_limit: str = "1g"
     """Memory limit; swap is disabled (memswap limit == mem limit)."""
     cpus: float = 1.0
     """CPU quota in cores."""
     user: str = "1000:1000"
-    """Non-root ``uid:gid`` the supervisor and the agent's code run as."""
+    """Non-root ``uid:gid`` the agent's code runs as. In containers the supervisor runs
+    as another user (root with only SETUID, SETGID and KILL), out of the agent's reach."""
+    runtime: str | None = None
+    """OCI runtime for containers (``"runsc"`` for gVisor, when the engine has it): a
+    second wall against kernel exploits. ``None`` is the engine's default (runc)."""
     cap_drop_all: bool = True
     no_new_privileges: bool = True
     init: bool = True
@@ -152,8 +160,14 @@ class SandboxConfig:
                 f"actual values: {self.default_timeout_s}, {self.grace_s}, "
                 f"{self.transport_slack_s}"
             )
-        parse_size(self.mem_limit)
-        parse_size(self.tmpfs_size)
+        writable = 2 * parse_size(self.tmpfs_size) + parse_size(self.shm_size)
+        if writable > parse_size(self.mem_limit) - INTERPRETER_HEADROOM_BYTES:
+            raise SandboxConfigError(
+                f"Expected 2 * tmpfs_size + shm_size <= mem_limit - 128m (files in memory must "
+                f"not starve the supervisor), actual values: tmpfs_size={self.tmpfs_size!r}, "
+                f"shm_size={self.shm_size!r}, mem_limit={self.mem_limit!r}; lower tmpfs_size "
+                "or raise mem_limit"
+            )
 
     @property
     def mem_limit_bytes(self) -> int:
@@ -176,6 +190,8 @@ class SandboxConfig:
         """Settings that change what the agent sees, for environment fingerprints."""
         return dataclasses.asdict(self)
 
+
+INTERPRETER_HEADROOM_BYTES = 128 * 1024**2
 
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 

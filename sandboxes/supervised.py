@@ -1,8 +1,9 @@
 """Shared behaviour of sandboxes that run the in-sandbox supervisor.
 
-A deployment (container, local process) only has to say how to start the supervisor,
-whether it is still alive, and how to kill it; everything else (requests, error mapping,
-anomaly tracking, close) lives here once.
+A deployment (container, local process) only has to say how to start the supervisor and
+hand back its stdin/stdout as a stream, whether it is still alive, and how to kill it;
+everything else (the key handshake, requests, error mapping, anomaly tracking, close)
+lives here once.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from sandboxes.client import SupervisorClient
+from sandboxes.client import SupervisorClient, SupervisorStream, new_key
 from sandboxes.errors import (
     SandboxClosedError,
     SandboxCrashedError,
@@ -24,11 +25,13 @@ from sandboxes.errors import (
 )
 from sandboxes.protocol import ExecResult, Sandbox, SandboxConfig
 
-__all__ = ["SupervisedSandbox", "RUNTIME_DIR", "runtime_digest"]
+__all__ = ["SupervisedSandbox", "RUNTIME_DIR", "KEY_ENV", "runtime_digest"]
 
 log = logging.getLogger(__name__)
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
+KEY_ENV = "AGENTGYM_SUPERVISOR_KEY"
+"""The supervisor's environment variable with its per-sandbox key (it removes it at start)."""
 STARTUP_TIMEOUT_S = 120.0
 """How long a new sandbox may take to start and import its preload modules."""
 
@@ -67,8 +70,9 @@ class SupervisedSandbox(Sandbox):
 
     # -- what a deployment provides ------------------------------------------------
     @abc.abstractmethod
-    async def _launch(self) -> str:
-        """Start the supervisor; return the host path of its Unix socket."""
+    async def _launch(self, key: str) -> SupervisorStream:
+        """Start the supervisor with ``key`` in its environment (``KEY_ENV``), which
+        agent code must never be able to read; return the stream to its stdin/stdout."""
 
     @abc.abstractmethod
     def _alive(self) -> bool:
@@ -86,13 +90,13 @@ class SupervisedSandbox(Sandbox):
     # -- lifecycle ------------------------------------------------------------------
     async def start(self) -> "SupervisedSandbox":
         """Start the sandbox and wait until its interpreter has imported its modules."""
+        key = new_key()
         try:
-            socket_path = await self._launch()
-            self._client = SupervisorClient(socket_path, silence_s=self.config.transport_slack_s)
-            await self._client.connect(STARTUP_TIMEOUT_S, alive=self._alive)
-            hello, _ = await self._client.request(
-                "hello", {"wait_ready": True}, deadline_s=STARTUP_TIMEOUT_S
+            stream = await self._launch(key)
+            self._client = SupervisorClient(
+                stream, key=key, name=f"sandbox {self.id}", silence_s=self.config.transport_slack_s
             )
+            hello = await self._client.handshake(STARTUP_TIMEOUT_S)
         except BaseException:
             await self._terminate()
             raise

@@ -1,22 +1,36 @@
 """In-sandbox supervisor: owns the worker interpreter and answers the host (stdlib only).
 
 Runs as the sandbox's main process (under tini in containers, under ``unshare`` for the
-process backend) and listens on a Unix socket in a directory the host can reach. One
-host connection at a time; requests are handled in order.
+process backend) and speaks the wire protocol on its own stdin and stdout: the host
+reaches them through the engine's attach endpoint (containers) or a pipe (processes).
+Nothing on that path is a file agent code could replace, and the stream cannot be
+re-opened: when the host goes away, stdin reaches EOF and the supervisor exits.
+
+The trust boundary (containers): the supervisor and the zygote run as root with only
+SETUID, SETGID and KILL; agent code runs in workers that dropped to the sandbox uid before
+any of it ran. A different uid cannot signal, ptrace or read ``/proc`` of root processes,
+and both are non-dumpable. File operations and the reset's clean-up run with the
+sandbox uid as the *effective* uid (real and saved stay root, so agent code still cannot
+signal the supervisor while it does so), which gives them exactly the agent's access:
+a symlink planted by the agent leads nowhere the agent could not go itself.
 
 Why a separate supervisor: the worker runs untrusted code that may loop, fork, flood its
 output or die, so something outside it must enforce the deadline (interrupt, short grace,
 kill the worker's processes, start a fresh worker), drain its stdout/stderr so it never
 blocks, and keep a head+tail of the output. Requests carry a sequence number and the last
-response is cached, so a host that lost the connection can resend and get the answer
-without the code running twice. If no host is connected for ``--orphan-exit-s`` the
-supervisor exits, which stops (and auto-removes) the container: a host that was SIGKILLed
-leaks nothing for long.
+response is cached, so a resent request never runs the code twice.
+
+Everything a worker sends is treated as hostile: the worker runs agent code, which holds
+its control pipe and can write anything to it. A malformed result is the agent's crash,
+never an error of the supervisor.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import hashlib
+import hmac
 import json
 import os
 import select
@@ -33,6 +47,8 @@ import wire  # noqa: E402
 from headtail import HeadTail  # noqa: E402
 
 HEARTBEAT_S = 1.0
+KEY_ENV = "AGENTGYM_SUPERVISOR_KEY"
+"""Environment variable with the per-sandbox key; removed before any child starts."""
 F_SETPIPE_SZ = 1031
 
 
@@ -113,6 +129,133 @@ def _process_state(pid: int) -> str:
         return "X"
 
 
+_LIBC = None
+
+
+def _libc():
+    global _LIBC
+    if _LIBC is None:
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+    return _LIBC
+
+
+def _prctl(option: int, value: int) -> None:
+    try:
+        _libc().prctl(option, value, 0, 0, 0)
+    except Exception:
+        pass
+
+
+class SandboxUser:
+    """The uid:gid agent code runs as, and a way to act with exactly its file access.
+
+    ``None`` uid (the process backend, where one uid is all there is) makes every method
+    a plain call in the supervisor's own identity.
+    """
+
+    def __init__(self, spec: str) -> None:
+        uid, _, gid = spec.partition(":")
+        self.uid = int(uid) if uid else None
+        self.gid = int(gid or uid) if uid else None
+        if self.uid is not None and os.geteuid() != 0:
+            raise SystemExit("supervisor: --sandbox-user needs the supervisor to start as root")
+
+    def __enter__(self) -> "SandboxUser":
+        if self.uid is not None:
+            os.setresgid(-1, self.gid, -1)
+            os.setresuid(-1, self.uid, -1)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.uid is not None:
+            os.setresuid(-1, 0, -1)
+            os.setresgid(-1, 0, -1)
+
+    def pids(self) -> list:
+        """Live (non-zombie) processes of the sandbox uid: everything agent code started."""
+        if self.uid is None:
+            return []
+        found, me = [], os.getpid()
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == me:
+                continue
+            try:
+                if os.stat(f"/proc/{entry}").st_uid != self.uid:
+                    continue
+            except OSError:
+                continue
+            if _process_state(int(entry)) not in ("Z", "X"):
+                found.append(int(entry))
+        return found
+
+
+def _remove_tree_contents(root: str) -> None:
+    """Delete everything under ``root`` whatever modes agent code set (run as the owner)."""
+    try:
+        entries = os.listdir(root)
+    except PermissionError:
+        os.chmod(root, 0o700)
+        entries = os.listdir(root)
+    except OSError:
+        return
+    for name in entries:
+        path = os.path.join(root, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if _is_dir(st.st_mode):
+            try:
+                os.chmod(path, 0o700)
+            except OSError:
+                pass
+            _remove_tree_contents(path)
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+        else:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
+def _is_dir(mode: int) -> bool:
+    import stat
+
+    return stat.S_ISDIR(mode)
+
+
+_IPC_FILES = (("/proc/sysvipc/shm", "shmctl"), ("/proc/sysvipc/msg", "msgctl"), ("/proc/sysvipc/sem", "semctl"))
+IPC_RMID = 0
+
+
+def _ipc_objects() -> list:
+    """(kind, id) of every SysV IPC object in this IPC namespace."""
+    found = []
+    for path, call in _IPC_FILES:
+        try:
+            with open(path) as f:
+                next(f, None)
+                for line in f:
+                    fields = line.split()
+                    if len(fields) > 1:
+                        found.append((call, int(fields[1])))
+        except OSError:
+            continue
+    return found
+
+
+def _remove_ipc_objects() -> None:
+    libc = _libc()
+    for call, ident in _ipc_objects():
+        if call == "semctl":
+            libc.semctl(ident, 0, IPC_RMID)
+        else:
+            getattr(libc, call)(ident, IPC_RMID, None)
+
+
 class Zygote:
     """The pre-imported interpreter that forks workers (see worker.py)."""
 
@@ -122,6 +265,7 @@ class Zygote:
             self.proc = subprocess.Popen(
                 argv + [json.dumps(dict(options, zygote_fd=child.fileno()))],
                 stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,  # never the protocol stream
                 pass_fds=(child.fileno(),),
                 start_new_session=True,
                 env=env,
@@ -159,7 +303,7 @@ class Worker:
                 os.close(fd)
         for fd in (self.ctrl_out_r, self.out_r, self.err_r):
             _set_nonblocking(fd)
-        self.decoder = wire.FrameDecoder()
+        self.decoder = wire.FrameDecoder(max_bytes=WORKER_FRAME_LIMIT)
         self.pid = 0
         self.pgid = 0
         self.ready = False
@@ -180,6 +324,10 @@ class Worker:
                 pass
 
 
+DOWNLOAD_LIMIT = 256 << 20
+WORKER_FRAME_LIMIT = 1 << 20
+"""A worker's result frame is a few KiB (values and errors are capped inside it); a bigger
+one is agent code writing to the control pipe, and ends the worker like a crash."""
 WORKER_FORK_TIMEOUT_S = 10.0
 """A forked worker that is not ready this long means the zygote is stuck (stopped by a
 signal, say): it is killed and a new one imports the modules again."""
@@ -190,21 +338,26 @@ class Supervisor:
         self.args = args
         self.kill_all = args.kill_all and _may_kill_all()
         self.worker_argv = [sys.executable, "-E", "-s", os.path.join(HERE, "worker.py")]
+        self.user = SandboxUser(args.sandbox_user)
         self.worker_options = {
             "preload": [m for m in args.preload.split(",") if m],
             "value_limit": args.value_limit,
             "workdir": args.workdir,
             "rlimits": json.loads(args.rlimits),
+            "user": [self.user.uid, self.user.gid] if self.user.uid is not None else None,
         }
         self.env = dict(os.environ)
         self.env["TMPDIR"] = args.tmpdir
+        self.scrub_dirs = [d for d in [args.workdir, args.tmpdir, *args.scrub.split(",")] if d]
+        self.key = b""
+        self.proto_in = 0
+        self.proto_out = 1
         self.zygote: Zygote | None = None
         self.worker: Worker | None = None
         self.exit_codes: dict = {}
         self.cell = 0
         self.last_seq = -1
         self.last_response: tuple = ({}, b"")
-        self.conn: socket.socket | None = None
         self.last_beat = 0.0
         self.versions: dict = {}
 
@@ -315,7 +468,19 @@ class Supervisor:
     def kill_processes(self) -> None:
         """Kill the worker and everything it started (the zygote survives)."""
         w = self.worker
-        if self.kill_all:
+        if self.user.uid is not None:
+            # Everything agent code can start runs as the sandbox uid, and nothing else does.
+            for _ in range(1000):
+                victims = self.user.pids()
+                for pid in victims:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+                self.reap_children()
+                if not victims:
+                    break
+        elif self.kill_all:
             keep = {1, os.getpid()}
             if self.zygote is not None:
                 keep.add(self.zygote.pid)
@@ -367,18 +532,20 @@ class Supervisor:
 
     # ----------------------------------------------------------------- transport
     def heartbeat(self, seq: int) -> None:
+        if seq <= 0:  # work before the first request (start-up imports) has nobody waiting
+            return
         now = time.monotonic()
         if now - self.last_beat >= HEARTBEAT_S:
             self.last_beat = now
             self.send({"seq": seq, "heartbeat": True})
 
     def send(self, header: dict, payload: bytes = b"") -> None:
-        if self.conn is None:
-            return
+        data = memoryview(wire.encode(header, payload))
         try:
-            self.conn.sendall(wire.encode(header, payload))
+            while data:
+                data = data[os.write(self.proto_out, data) :]
         except OSError:
-            self.conn = None  # the host will reconnect and resend; the answer is cached
+            self.shutdown(0)  # the host is gone: nobody can use this sandbox any more
 
     # ----------------------------------------------------------------- operations
     def op_run(self, req: dict) -> tuple:
@@ -386,6 +553,11 @@ class Supervisor:
         timeout = float(req.get("timeout") or self.args.default_timeout)
         w, lost = self.start_cell(seq, req["code"])
         outcome, out, err, interrupted, duration = self.wait_for_cell(w, seq, timeout)
+        outcome = _checked_outcome(outcome)
+        if outcome["status"] == "malformed":
+            self.reap_worker(killed=True)
+            outcome = {"status": "crash", "error": "the interpreter wrote a malformed result "
+                       f"to its control pipe and was replaced ({outcome['error']})"}
         if outcome["status"] == "died":
             outcome = self.worker_died(interrupted)
         if outcome["status"] == "timeout" or w.dead:
@@ -402,8 +574,8 @@ class Supervisor:
             "status": status,
             "stdout": stdout,
             "stderr": stderr,
-            "value": outcome.get("value"),
-            "error": outcome.get("error"),
+            "value": _capped(outcome.get("value"), self.args.value_limit),
+            "error": _capped(outcome.get("error"), self.args.output_limit),
             "duration_s": duration,
             "stdout_truncated": out_cut,
             "stderr_truncated": err_cut,
@@ -465,7 +637,11 @@ class Supervisor:
                 elif fd == w.err_r:
                     err.add(data)
                 else:
-                    frames = w.decoder.feed(data)
+                    try:
+                        frames = w.decoder.feed(data)
+                    except wire.FrameError as e:  # agent code wrote to the control pipe
+                        outcome = {"status": "malformed", "error": str(e)[:200]}
+                        break
                     if frames:
                         outcome = frames[0][0]
                     elif eof:
@@ -488,30 +664,76 @@ class Supervisor:
         return {"status": "crash", "error": f"interpreter exited with status {code}"}
 
     def op_reset(self, req: dict) -> tuple:
+        """Kill every agent process, empty every place agent code can write, then check.
+
+        The check is what makes a reset trustworthy: if anything survives (a file, an IPC
+        object, a process, a changed mode), the answer is ``ok: false`` and the host
+        discards the whole sandbox instead of reusing it.
+        """
         self.reap_worker(killed=True)
-        for root in (self.args.workdir, self.args.tmpdir):
-            _empty_dir(root)
+        self.kill_processes()
+        with self.user:
+            for root in self.scrub_dirs:
+                _remove_tree_contents(root)
+                mode = self.root_modes.get(root)
+                if mode is not None:
+                    try:
+                        os.chmod(root, mode)
+                    except OSError:
+                        pass
+            _remove_ipc_objects()
+            leftovers = self.leftovers()
+        if leftovers:
+            return {"seq": req["seq"], "ok": False, "error": "reset incomplete: " + "; ".join(leftovers)[:2000]}, b""
         self.ensure_ready(req["seq"])
         return {"seq": req["seq"], "ok": True}, b""
+
+    def leftovers(self) -> list:
+        """What a reset failed to remove (empty when the sandbox is as new)."""
+        found = []
+        for root in self.scrub_dirs:
+            try:
+                entries = os.listdir(root)
+                mode = os.stat(root).st_mode & 0o7777
+            except OSError as e:
+                found.append(f"{root}: {_os_error(e)}")
+                continue
+            if entries:
+                found.append(f"{root} holds {sorted(entries)[:5]}")
+            if root in self.root_modes and mode != self.root_modes[root]:
+                found.append(f"{root} has mode {mode:o}, not {self.root_modes[root]:o}")
+        objects = _ipc_objects()
+        if objects:
+            found.append(f"{len(objects)} SysV IPC objects")
+        pids = self.user.pids()
+        if pids:
+            found.append(f"{len(pids)} processes of the sandbox user")
+        return found
 
     def op_upload(self, req: dict, payload: bytes) -> tuple:
         path = self.resolve(req["path"])
         try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = path + ".agentgym-upload"
-            with open(tmp, "wb") as f:
-                f.write(payload)
-            os.replace(tmp, path)
+            with self.user:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                tmp = path + ".agentgym-upload"
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+                with open(fd, "wb") as f:
+                    f.write(payload)
+                os.replace(tmp, path)
         except OSError as e:
             return {"seq": req["seq"], "error": _os_error(e)}, b""
         return {"seq": req["seq"], "ok": True}, b""
 
     def op_download(self, req: dict) -> tuple:
         try:
-            with open(self.resolve(req["path"]), "rb") as f:
-                data = f.read()
+            with self.user:
+                fd = os.open(self.resolve(req["path"]), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                with open(fd, "rb") as f:
+                    data = f.read(DOWNLOAD_LIMIT + 1)
         except OSError as e:
             return {"seq": req["seq"], "error": _os_error(e)}, b""
+        if len(data) > DOWNLOAD_LIMIT:
+            return {"seq": req["seq"], "error": f"ValueError: file larger than {DOWNLOAD_LIMIT} bytes"}, b""
         return {"seq": req["seq"], "ok": True}, data
 
     def op_hello(self, req: dict) -> tuple:
@@ -527,6 +749,9 @@ class Supervisor:
             "versions": self.versions,
             "kill_all": self.kill_all,
             "workdir": self.args.workdir,
+            "sandbox_uid": self.user.uid,
+            # Proof that this is the supervisor the host started: only it knows the key.
+            "proof": hmac.new(self.key, str(req.get("nonce", "")).encode(), hashlib.sha256).hexdigest(),
         }, b""
 
     def resolve(self, path: str) -> str:
@@ -568,49 +793,26 @@ class Supervisor:
 
     # ----------------------------------------------------------------- main loop
     def serve(self) -> None:
-        path = self.args.socket
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        listener.bind(path)
-        os.chmod(path, 0o666)  # a host user other than ours must connect; the dir is private
-        listener.listen(8)
+        """Answer the host's requests on stdin/stdout until stdin closes."""
         self.oom_baseline = _oom_kills()
         _become_subreaper()
+        with self.user:
+            self.root_modes = {}
+            for root in self.scrub_dirs:
+                try:
+                    self.root_modes[root] = os.stat(root).st_mode & 0o7777
+                except OSError:
+                    pass
+        self.scrub_dirs = [d for d in self.scrub_dirs if d in self.root_modes]
         self.ensure_ready(0)  # import the preload modules before the host asks
-        wait = self.args.startup_wait_s
-        while True:
-            listener.settimeout(wait if wait > 0 else None)
-            try:
-                conn, _ = listener.accept()
-            except socket.timeout:
-                sys.stderr.write("supervisor: no host connected in time; exiting\n")
-                self.shutdown(0)
-            conn.settimeout(None)
-            self.conn = conn
-            self.handle(conn)
-            wait = self.args.orphan_exit_s
-
-    def handle(self, conn: socket.socket) -> None:
-        reader = conn.makefile("rb", buffering=0)
+        read = lambda n: os.read(self.proto_in, n)  # noqa: E731
         while True:
             try:
-                req, payload = wire.read_frame(reader.read)
+                req, payload = wire.read_frame(read)
             except (EOFError, OSError, wire.FrameError):
-                break
+                self.shutdown(0)  # the host went away, or broke the protocol
             header, body = self.dispatch(req, payload)
-            if self.conn is not conn:
-                break
             self.send(header, body)
-            if self.conn is not conn:
-                break
-        try:
-            conn.close()
-        except OSError:
-            pass
-        self.conn = None
 
     def shutdown(self, code: int) -> None:
         try:
@@ -622,20 +824,26 @@ class Supervisor:
             os._exit(code)
 
 
-def _empty_dir(root: str) -> None:
-    try:
-        entries = os.listdir(root)
-    except OSError:
-        return
-    for name in entries:
-        path = os.path.join(root, name)
-        try:
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                os.unlink(path)
-        except OSError:
-            pass
+_OUTCOME_STATUSES = ("ok", "error", "interrupted", "oom", "died", "timeout", "malformed")
+
+
+def _checked_outcome(outcome: object) -> dict:
+    """A worker's result, or ``malformed`` if it is not one the worker code would send."""
+    if not isinstance(outcome, dict) or outcome.get("status") not in _OUTCOME_STATUSES:
+        return {"status": "malformed", "error": "result is not a known status"}
+    for key in ("value", "error"):
+        if outcome.get(key) is not None and not isinstance(outcome[key], str):
+            return {"status": "malformed", "error": f"result field {key!r} is not text"}
+    return outcome
+
+
+def _capped(text: object, limit: int) -> object:
+    """Head and tail of ``text`` with the usual marker: no field of a result is unbounded."""
+    if not isinstance(text, str) or len(text) <= limit // 4:
+        return text
+    buf = HeadTail(limit)
+    buf.add(text.encode("utf-8", "replace"))
+    return buf.render()[0]
 
 
 def _os_error(e: OSError) -> str:
@@ -670,7 +878,6 @@ def _drop_user(spec: str) -> None:
 
 def parse_args(argv: list) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--socket", required=True)
     p.add_argument("--workdir", required=True)
     p.add_argument("--tmpdir", default="/tmp")
     p.add_argument("--preload", default="numpy,pandas")
@@ -681,8 +888,8 @@ def parse_args(argv: list) -> argparse.Namespace:
     p.add_argument("--rlimits", default="{}", help="JSON: as, nproc, fsize, core, nofile")
     p.add_argument("--kill-all", action="store_true", help="reset with kill(-1): only in a PID namespace")
     p.add_argument("--drop-user", default="", help="uid:gid to switch to after start (process backend as root)")
-    p.add_argument("--startup-wait-s", type=float, default=300.0)
-    p.add_argument("--orphan-exit-s", type=float, default=60.0)
+    p.add_argument("--sandbox-user", default="", help="uid:gid agent code runs as (supervisor started as root)")
+    p.add_argument("--scrub", default="", help="comma-separated extra directories a reset empties (/dev/shm)")
     p.add_argument("--oom-file", default="", help="cgroup file with the oom_kill counter")
     p.add_argument("--cleanup-dir", default="", help="directory to remove when the supervisor exits")
     return p.parse_args(argv)
@@ -696,8 +903,20 @@ def main(argv: list | None = None) -> None:
         _reap_as_init()
     if args.drop_user:
         _drop_user(args.drop_user)
+    if args.sandbox_user:
+        os.setgroups([])
+    _prctl(4, 0)  # PR_SET_DUMPABLE = 0: /proc/<pid>/mem, environ, fd stay root's alone
+    key = os.environ.pop(KEY_ENV, "").encode()
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     supervisor = Supervisor(args)
+    supervisor.key = key
+    # The protocol moves to private descriptors; 0 and 1 become /dev/null, so no child
+    # (the zygote, its workers) can ever inherit the host's stream.
+    supervisor.proto_in, supervisor.proto_out = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
     signal.signal(signal.SIGTERM, lambda s, f: supervisor.shutdown(0))
     supervisor.serve()
 

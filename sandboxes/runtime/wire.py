@@ -25,7 +25,9 @@ def encode(header: dict, payload: bytes = b"") -> bytes:
     return PREFIX.pack(len(body), len(payload)) + body + payload
 
 
-def check_lengths(header_len: int, payload_len: int) -> None:
+def check_lengths(header_len: int, payload_len: int, max_bytes: int | None = None) -> None:
+    if max_bytes is not None and header_len + payload_len > max_bytes:
+        raise FrameError(f"frame of {header_len + payload_len} bytes is over the limit of {max_bytes}")
     if header_len > MAX_HEADER_BYTES or payload_len > MAX_PAYLOAD_BYTES:
         raise FrameError(f"frame too large: header {header_len}, payload {payload_len}")
 
@@ -41,17 +43,21 @@ def decode_header(body: bytes) -> dict:
 
 
 class FrameDecoder:
-    """Incremental decoder for non-blocking readers: ``feed`` bytes, get whole frames."""
+    """Incremental decoder for non-blocking readers: ``feed`` bytes, get whole frames.
 
-    def __init__(self) -> None:
+    ``max_bytes`` bounds one frame (header + payload) for peers that may be hostile.
+    """
+
+    def __init__(self, max_bytes: int | None = None) -> None:
         self._buf = bytearray()
+        self.max_bytes = max_bytes
 
     def feed(self, data: bytes) -> list:
         self._buf += data
         frames = []
         while len(self._buf) >= PREFIX.size:
             header_len, payload_len = PREFIX.unpack_from(self._buf)
-            check_lengths(header_len, payload_len)
+            check_lengths(header_len, payload_len, self.max_bytes)
             end = PREFIX.size + header_len + payload_len
             if len(self._buf) < end:
                 break

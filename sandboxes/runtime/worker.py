@@ -192,6 +192,23 @@ def become_worker(options: dict, hello: dict) -> None:
     serve(options)
 
 
+def _become_sandbox_user(user: list | None) -> None:
+    """Drop from the zygote's root to the sandbox uid, for good, before any agent code.
+
+    Real, effective and saved ids all change, so every capability is gone and cannot come
+    back (no_new_privs stops setuid binaries); from here on this process can neither
+    signal nor trace nor read the memory of the supervisor and the zygote.
+    """
+    if not user:
+        return
+    uid, gid = int(user[0]), int(user[1])
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if os.getuid() != uid or os.geteuid() != uid:
+        os._exit(70)
+
+
 def _reseed() -> None:
     """A forked child shares its parent's RNG state; give it its own (``random``
     reseeds itself after fork, numpy does not)."""
@@ -231,7 +248,12 @@ def zygote(options: dict, hello: dict) -> None:
                 os.close(fd)
             continue
         _flush()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:  # no pids left (agent processes): the supervisor sees EOF and retries
+            for fd in fds:
+                os.close(fd)
+            continue
         if pid == 0:
             try:
                 sock.close()
@@ -243,6 +265,8 @@ def zygote(options: dict, hello: dict) -> None:
                 os.dup2(err_w, 2)
                 os.close(out_w)
                 os.close(err_w)
+                _become_sandbox_user(options.get("user"))
+                _apply_limits(options.get("rlimits", {}))
                 _prctl(4, 1)  # dumpable again: its /proc files belong to it, not root
                 _reseed()
                 become_worker(dict(options, ctrl_in=ctrl_in, ctrl_out=ctrl_out), hello)
@@ -257,7 +281,8 @@ def main() -> None:
     options = json.loads(sys.argv[1])
     signal.signal(signal.SIGINT, _on_sigint)
     _harden()
-    _apply_limits(options.get("rlimits", {}))
+    if "zygote_fd" not in options:
+        _apply_limits(options.get("rlimits", {}))  # a zygote's workers apply them after fork
     if options.get("workdir"):
         os.chdir(options["workdir"])
     versions, errors = _preload(options.get("preload", []))

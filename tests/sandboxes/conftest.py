@@ -23,7 +23,7 @@ BACKENDS = [
     pytest.param("docker", id="docker", marks=pytest.mark.docker),
 ]
 
-TEST_CONFIG = SandboxConfig(mem_limit="512m", pids_limit=64, output_limit_bytes=4096)
+TEST_CONFIG = SandboxConfig(mem_limit="512m", tmpfs_size="128m", pids_limit=64, output_limit_bytes=4096)
 
 
 def require_engine() -> str:

@@ -16,6 +16,8 @@ import time
 
 import pytest
 
+from sandboxes.supervised import RUNTIME_DIR
+
 from sandboxes import DockerSandbox, PoolConfig, SandboxConfig, SandboxInfraError, SandboxPool
 from sandboxes.docker import DockerBackend
 from sandboxes.engine import connect
@@ -44,7 +46,7 @@ def test_rebuilding_an_unchanged_recipe_is_a_no_op(engine_url):
 
 @pytest.mark.asyncio(loop_scope="module")
 async def test_container_has_every_isolation_setting(engine_url):
-    config = SandboxConfig(mem_limit="256m", pids_limit=50, cpus=0.5)
+    config = SandboxConfig(mem_limit="256m", tmpfs_size="32m", pids_limit=50, cpus=0.5)
     async with DockerSandbox(config, engine_url=engine_url) as sb:
         attrs = connect(engine_url).api.inspect_container(sb.container_id)
         host = attrs["HostConfig"]
@@ -56,13 +58,19 @@ async def test_container_has_every_isolation_setting(engine_url):
         assert host["Memory"] == host["MemorySwap"] == 256 * 2**20
         assert host["NanoCpus"] == 500_000_000
         assert set(host["Tmpfs"]) == {"/tmp", "/workspace"}
-        assert attrs["Config"]["User"] == "1000:1000"
+        assert host["CapAdd"] == ["SETUID", "SETGID", "KILL"]  # the supervisor's; agent code has none
+        assert host["Binds"] == [f"{RUNTIME_DIR}:/opt/agentgym:ro"]  # nothing writable on the host
+        assert host["LogConfig"]["Type"] == "none"
+        assert attrs["Config"]["OpenStdin"] and attrs["Config"]["StdinOnce"]
         assert attrs["Config"]["Entrypoint"][0] == "/usr/bin/tini"
         assert attrs["Config"]["Labels"][OWNER_LABEL] == owner_id()
         env = dict(item.split("=", 1) for item in attrs["Config"]["Env"])
         assert env["OPENBLAS_NUM_THREADS"] == env["OMP_NUM_THREADS"] == "1"
-        who = await sb.run("import os\n(os.getuid(), open('/proc/1/cmdline').read().split('\\0')[0])")
-        assert who.value == "(1000, '/usr/bin/tini')"
+        who = await sb.run(
+            "import os\n(os.getresuid(), os.getgroups(), open('/proc/1/cmdline').read().split('\\0')[0], "
+            "[l.split()[1] for l in open('/proc/self/status') if l.startswith(('CapEff', 'CapPrm', 'CapBnd'))][:2])"
+        )
+        assert who.value == "((1000, 1000, 1000), [], '/usr/bin/tini', ['0000000000000000', '0000000000000000'])"
 
 
 @pytest.mark.asyncio(loop_scope="module")
