@@ -347,8 +347,10 @@ class PooledSandbox(Sandbox):
     fails because the sandbox died, the lease takes a fresh sandbox, replays that record
     and runs the call again. A call that kills its sandbox twice is the code's fault: it
     returns status ``crash`` (on a replacement with the episode replayed). Replay assumes
-    cells are deterministic; cells that are not (unseeded randomness, clocks) may
-    rebuild slightly different state.
+    cells are deterministic; when a replayed cell does not come out ``ok``, the episode
+    goes on from a fresh sandbox with its uploads restored, and the next result says
+    ``state_lost`` with the reason. That is the agent's outcome, never an infrastructure
+    error: only failing to get a healthy sandbox at all raises.
     """
 
     def __init__(self, pool: SandboxPool, sandbox: Any) -> None:
@@ -356,6 +358,7 @@ class PooledSandbox(Sandbox):
         self._inner: Any = sandbox
         self._uploads: dict[str, bytes] = {}
         self._cells: list[tuple[str, float | None]] = []
+        self._pending_lost: str | None = None
 
     @property
     def id(self) -> str:
@@ -388,7 +391,7 @@ class PooledSandbox(Sandbox):
 
     async def run(self, code: str, timeout: float | None = None) -> ExecResult:
         crashes = 0
-        replay_lost = False
+        lost_reason, self._pending_lost = self._pending_lost, None
         while True:
             sandbox = self._sandbox()
             try:
@@ -396,7 +399,7 @@ class PooledSandbox(Sandbox):
             except SandboxInfraError as e:
                 crashes += 1
                 log.warning("sandbox %s failed during run (%s); replacing it", sandbox.id, e)
-                replay_lost |= await self._replace()
+                lost_reason = await self._replace() or lost_reason
                 if crashes < 2:
                     continue
                 result = ExecResult(
@@ -404,9 +407,10 @@ class PooledSandbox(Sandbox):
                     error=f"the sandbox died twice while running this code: {e}",
                 )
             break
-        if result.state_lost or replay_lost:
+        if lost_reason is not None and not result.state_lost:
+            result = dataclasses.replace(result, state_lost=True, state_lost_reason=lost_reason)
+        if result.state_lost:
             self._cells.clear()
-            result = dataclasses.replace(result, state_lost=True)
         if result.status == "ok":
             self._cells.append((code, timeout))
         return result
@@ -421,6 +425,7 @@ class PooledSandbox(Sandbox):
     async def reset(self) -> None:
         self._uploads.clear()
         self._cells.clear()
+        self._pending_lost = None
         await self._with_replacement(lambda sb: sb.reset())
 
     async def close(self) -> None:
@@ -437,39 +442,64 @@ class PooledSandbox(Sandbox):
                 if attempt + 1 == self._pool.config.retry_attempts:
                     raise
                 log.warning("sandbox %s failed (%s); replacing it", sandbox.id, e)
-                await self._replace()
+                lost = await self._replace()
+                if lost is not None:  # told to the agent with its next cell's result
+                    self._cells.clear()
+                    self._pending_lost = lost
 
-    async def _replace(self) -> bool:
-        """Swap in a fresh sandbox and replay the episode; True if state was lost."""
-        old = self._detach()
-        self._pool.stats.replaced += 1
-        self._pool._spawn(self._pool._close_one(old))
-        self._inner = await self._pool._take()
-        if not self._pool.config.replay:
-            lost = bool(self._cells)
-        else:
-            lost = not await self._replay()
-        if lost:
-            self._pool.stats.replays_failed += 1
-        return lost
+    async def retire(self, reason: str) -> None:
+        """Give the sandbox back to be discarded, never reused (a start-up that failed on
+        it, a reset that left something behind)."""
+        inner = self._inner
+        if inner is not None and hasattr(inner, "mark_anomaly"):
+            inner.mark_anomaly(reason)
+        await self.close()
 
-    async def _replay(self) -> bool:
-        sandbox = self._inner
-        try:
-            for path, data in self._uploads.items():
-                await sandbox.upload(path, data)
-            for code, timeout in self._cells:
-                result = await sandbox.run(code, timeout)
-                if result.status != "ok" or result.state_lost:
-                    log.warning("replay of a cell ended with %s; state is lost", result.status)
-                    await sandbox.reset()
-                    return False
-        except SandboxInfraError as e:
-            log.warning("replay failed (%s); continuing on a fresh sandbox", e)
-            self._pool._spawn(self._pool._close_one(self._detach()))
+    async def _replace(self) -> str | None:
+        """Swap in a fresh sandbox and replay the episode onto it.
+
+        Returns None when the episode's state was rebuilt, or why it was not, in words
+        for the agent: a replay that comes out differently is the agent's outcome (its
+        cells are not deterministic). Raises :class:`SandboxInfraError` only when no
+        healthy sandbox can be had within the pool's retries.
+        """
+        for attempt in range(self._pool.config.retry_attempts):
+            old = self._detach()
+            self._pool.stats.replaced += 1
+            self._pool._spawn(self._pool._close_one(old))
             self._inner = await self._pool._take()
-            return False
-        return True
+            try:
+                lost = await self._replay()
+            except SandboxInfraError as e:
+                if attempt + 1 == self._pool.config.retry_attempts:
+                    raise
+                log.warning("replay onto a replacement failed (%s); trying another", e)
+                continue
+            if lost is not None:
+                self._pool.stats.replays_failed += 1
+            return lost
+        raise AssertionError("unreachable")
+
+    async def _replay(self) -> str | None:
+        sandbox = self._inner
+        for path, data in self._uploads.items():
+            await sandbox.upload(path, data)
+        if self._cells and not self._pool.config.replay:
+            return "the sandbox was replaced and replay is switched off, so variables, imports and files you made are gone"
+        for code, timeout in self._cells:
+            result = await sandbox.run(code, timeout)
+            if result.status != "ok" or result.state_lost:
+                log.warning("replay of a cell ended with %s; state is lost", result.status)
+                # A fresh sandbox, not a reset of this one: nothing of the replay may remain.
+                self._pool._spawn(self._pool._close_one(self._detach()))
+                self._inner = await self._pool._take()
+                for path, data in self._uploads.items():
+                    await self._inner.upload(path, data)
+                return (
+                    f"the sandbox was replaced and re-running your earlier cells gave {result.status} "
+                    "(they are not deterministic), so variables, imports and files you made are gone"
+                )
+        return None
 
 
 def choose_backend(backend: BackendName | None = None, engine_urls: list[str] | None = None) -> str:

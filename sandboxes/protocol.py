@@ -58,6 +58,10 @@ class ExecResult:
     state_lost: bool = False
     """True when the interpreter was replaced during this call, so variables, imports
     and files from earlier calls of the episode may be gone."""
+    state_lost_reason: str | None = None
+    """Why, in words for the agent: its code exited the interpreter, was killed at the
+    deadline, or a replay of its cells onto a replacement sandbox came out different.
+    Every one of these is the agent's own outcome (see "Who is at fault" in DESIGN.md)."""
 
     @property
     def ok(self) -> bool:

@@ -8,9 +8,11 @@ code stay on the host. The agent has two tools:
 - ``python(code)``: runs in the episode's sandbox (state kept across turns), leased
   from a process-wide :class:`sandboxes.SandboxPool` at reset and released at the end.
   The pool picks Docker when an engine answers and the process fallback otherwise
-  (``AGENTGYM_SANDBOX=process`` forces it). A sandbox failure the pool cannot hide,
-  or an episode whose interpreter state was lost, raises ``InfraError`` so the episode
-  is flagged ``infra_failed`` rather than scored.
+  (``AGENTGYM_SANDBOX=process`` forces it). Only a sandbox failure the pool cannot hide
+  raises ``InfraError`` (the episode is flagged ``infra_failed``). An interpreter that
+  agent code ended — exit, crash, OOM, deadline kill, a replay its non-deterministic
+  cells made fail — is the agent's outcome: the episode goes on, and the observation says
+  what was lost.
 - ``answer(...)``: the typed final answer; its JSON schema is the question's (``value``
   or named fields). Scoring is strict and by code (see ``tasks.data_analysis.grading``).
 
@@ -43,6 +45,9 @@ from tasks.data_analysis.tiers import TEMPLATES, template_by_id
 __all__ = ["DataAnalysisEnv", "DataAnalysisTask", "format_exec_result", "close_shared_pools"]
 
 Backend = Literal["auto", "docker", "process"]
+
+_START_ATTEMPTS = 3
+"""Sandboxes tried for one episode start before the episode is an infrastructure failure."""
 
 _TASK_ID = re.compile(r"^da-(all|t[1-4]|[a-z0-9_]+)-(\d+)$")
 
@@ -202,7 +207,6 @@ class DataAnalysisEnv(ToolEnv):
         self.generator = generator or GeneratorConfig()
         self._pool: Any = None
         self._sandbox: Any = None
-        self._state_lost = False
         super().__init__(max_turns=max_turns, **kwargs)
         from sandboxes.reaper import install_signal_handlers
 
@@ -235,23 +239,30 @@ class DataAnalysisEnv(ToolEnv):
 
     # ---- resources ------------------------------------------------------------
     async def _start_episode(self, task: DataAnalysisTask) -> None:
+        """Lease a sandbox and upload the episode's files; a sandbox that fails at this
+        is retired (never reused) and a fresh one tried, so a poisoned sandbox can never
+        break a later episode's reset."""
         from sandboxes.errors import SandboxError
 
-        self._state_lost = False
         if task.question is None:
             task.question = await asyncio.to_thread(self._question, task.scope, task.seed)
         self._pool = await _shared_pool(self.backend)
-        try:
-            self._sandbox = await self._pool.acquire()
-        except SandboxError as e:
-            raise InfraError(f"no sandbox for the episode: {e}") from e
-        await self._remember_facts(self._sandbox)
-        try:
-            for name, data in task.question.files.items():
-                await self._sandbox.upload(name, data)
-        except SandboxError as e:
-            await self._end_episode()
-            raise InfraError(f"could not upload the episode's files: {e}") from e
+        failure: Exception | None = None
+        for _ in range(_START_ATTEMPTS):
+            try:
+                self._sandbox = await self._pool.acquire()
+            except SandboxError as e:
+                raise InfraError(f"no sandbox for the episode: {e}") from e
+            try:
+                await self._remember_facts(self._sandbox)
+                for name, data in task.question.files.items():
+                    await self._sandbox.upload(name, data)
+                return
+            except (SandboxError, OSError) as e:
+                failure = e
+                sandbox, self._sandbox = self._sandbox, None
+                await sandbox.retire(f"episode start failed: {e}")
+        raise InfraError(f"could not prepare a sandbox for the episode in {_START_ATTEMPTS} tries: {failure}")
 
     async def _end_episode(self) -> None:
         sandbox, self._sandbox = self._sandbox, None
@@ -300,26 +311,21 @@ class DataAnalysisEnv(ToolEnv):
     async def _run_python(self, code: str) -> str:
         from sandboxes.errors import SandboxClosedError, SandboxError
 
-        if self._state_lost:
-            raise InfraError("the sandbox lost this episode's state earlier; the episode cannot continue")
         if self._sandbox is None:
             raise InfraError("the episode holds no sandbox")
         try:
             result = await self._sandbox.run(code, timeout=self.python_timeout_s)
         except (SandboxError, SandboxClosedError) as e:
             raise InfraError(f"sandbox failure: {e}") from e
+        # Every non-ok status, and every loss of state, is caused by the agent's own code
+        # (sandboxes contract): the episode goes on and the agent is told what it lost.
+        note = (f"\n[Your interpreter was restarted: {result.state_lost_reason or 'its state was lost'}. "
+                "Variables and imports from earlier calls are gone.]" if result.state_lost else "")
+        if result.status == "timeout":
+            raise ToolTimeout(_failure_text(result) + note)
         if result.status != "ok":
-            # Every non-ok status is caused by the agent's own code (sandboxes contract); when
-            # that code killed its interpreter, the lost state is the agent's doing, not an outage.
-            note = ("\nYour interpreter was restarted: variables and imports from earlier calls are gone "
-                    "(files in the working directory remain)." if result.state_lost else "")
-            if result.status == "timeout":
-                raise ToolTimeout(_failure_text(result) + note)
             raise AgentError(_failure_text(result) + note)
-        if result.state_lost:
-            self._state_lost = True
-            raise InfraError("the sandbox was replaced and this episode's state could not be restored")
-        return format_exec_result(result)
+        return format_exec_result(result) + note
 
     # ---- prompts --------------------------------------------------------------
     def _system_prompt(self) -> str:

@@ -551,7 +551,7 @@ class Supervisor:
     def op_run(self, req: dict) -> tuple:
         seq = req["seq"]
         timeout = float(req.get("timeout") or self.args.default_timeout)
-        w, lost = self.start_cell(seq, req["code"])
+        w, lost_reason = self.start_cell(seq, req["code"])
         outcome, out, err, interrupted, duration = self.wait_for_cell(w, seq, timeout)
         outcome = _checked_outcome(outcome)
         if outcome["status"] == "malformed":
@@ -562,7 +562,10 @@ class Supervisor:
             outcome = self.worker_died(interrupted)
         if outcome["status"] == "timeout" or w.dead:
             self.reap_worker(killed=True)
-            lost = True
+            if outcome["status"] == "timeout":
+                lost_reason = "your code was killed at its deadline"
+            else:
+                lost_reason = f"your code ended the interpreter ({outcome.get('error') or outcome['status']})"
             self.spawn_worker(seq)  # a fresh fork, ready by the time the host asks again
         status = outcome.get("status", "crash")
         if status == "interrupted":
@@ -582,19 +585,23 @@ class Supervisor:
             "value_truncated": bool(outcome.get("value_truncated")),
             "stdout_bytes": out.total,
             "stderr_bytes": err.total,
-            "state_lost": lost,
+            "state_lost": lost_reason is not None,
+            "state_lost_reason": lost_reason,
         }, b""
 
     def start_cell(self, seq: int, code: str) -> tuple:
-        """Hand ``code`` to a live worker; returns it and whether state was lost because
-        the previous worker died between calls (a background thread, the OOM killer)."""
-        lost = False
-        for _ in range(2):
+        """Hand ``code`` to a live worker; returns it and, when state was lost because the
+        previous worker died between calls (a thread of the agent's, the OOM killer), why.
+
+        Replacing a dead worker kills every process of the sandbox user first, so agent
+        code left running cannot keep killing new workers."""
+        lost = None
+        for _ in range(3):
             self.reap_children()
             w = self.worker
             if w is not None and not w.dead and w.pid in self.exit_codes:
-                self.reap_worker(killed=True)
-                lost = True
+                exit_status = self.reap_worker(killed=True)
+                lost = f"your interpreter exited between calls (exit status {exit_status})"
             self.ensure_ready(seq)
             w = self.worker
             self.cell += 1
@@ -603,7 +610,7 @@ class Supervisor:
                 return w, lost
             except OSError:  # it died just now; the code has not run
                 self.reap_worker(killed=True)
-                lost = True
+                lost = "your interpreter exited between calls"
         raise RuntimeError("the worker died twice before it could take the code")
 
     def wait_for_cell(self, w: Worker, seq: int, timeout: float) -> tuple:

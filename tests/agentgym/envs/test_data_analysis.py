@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import gymnasium as gym
 import pytest
@@ -14,7 +15,6 @@ from agentgym.policies import oracle_policy
 from agentgym.runner import run_episodes
 from agentgym.runtime import run_sync
 from sandboxes.errors import SandboxCrashedError
-from sandboxes.protocol import ExecResult
 from tasks.data_analysis.tiers import TEMPLATES
 
 ENV_ID = "agentgym/DataAnalysis-v0"
@@ -151,24 +151,32 @@ def test_the_truth_scores_one(env):
     assert terminated and reward == 1.0 and info["correct_fraction"] == 1.0
 
 
-async def _lost_state(code, timeout=None):
-    return ExecResult(status="ok", stdout="", state_lost=True)
-
-
 async def _dead(code, timeout=None):
     raise SandboxCrashedError("container vanished")
 
 
-@pytest.mark.parametrize("fake_run", [_lost_state, _dead], ids=["state_lost", "crashed"])
-def test_sandbox_failures_flag_the_episode_instead_of_scoring_it(env, fake_run, monkeypatch):
+def test_sandbox_failures_flag_the_episode_instead_of_scoring_it(env, monkeypatch):
     env.reset(seed=9)
-    monkeypatch.setattr(env._sandbox, "run", fake_run)  # the lease is real; only its run fails
+    monkeypatch.setattr(env._sandbox, "run", _dead)  # the lease is real; only its run fails
     _, reward, terminated, truncated, info = env.step(call("python", code="1"))
     assert truncated and not terminated and reward == 0.0
     assert info["infra_failed"] is True and info["tool_results"][0]["status"] == "infra_error"
     env.reset(seed=10)  # the next episode gets a working sandbox
     obs, *_ = env.step(call("python", code="6 * 7"))
     assert "Out: 42" in obs
+
+
+def test_an_interpreter_ended_by_its_own_thread_between_calls_is_the_agents_outcome(env):
+    """A daemon thread that exits the interpreter after its cell returned: the next call
+    finds a fresh interpreter, says so, and the episode is scored like any other."""
+    env.reset(seed=9)
+    env.step(call("python", code="import os, threading, time\nx = 1\n"
+                  "threading.Thread(target=lambda: (time.sleep(0.2), os._exit(0)), daemon=True).start()"))
+    time.sleep(0.6)
+    obs, reward, terminated, truncated, info = env.step(call("python", code="6 * 7"))
+    assert not info["infra_failed"] and not truncated
+    assert info["tool_results"][0]["status"] == "ok"
+    assert "Out: 42" in obs and "restarted" in obs and "exited between calls" in obs
 
 
 def test_agent_code_that_kills_its_interpreter_is_an_agent_error(env):
