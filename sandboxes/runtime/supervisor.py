@@ -190,11 +190,13 @@ class SandboxUser:
 
 
 def _remove_tree_contents(root: str) -> None:
-    """Delete everything under ``root`` whatever modes agent code set (run as the owner)."""
+    """Delete everything under ``root`` whatever modes agent code set (run as the owner;
+    the caller restores the root's own mode afterwards)."""
     try:
-        entries = os.listdir(root)
-    except PermissionError:
-        os.chmod(root, 0o700)
+        os.chmod(root, 0o700)  # a root dir agent code made read-only (fails on /tmp: not ours)
+    except OSError:
+        pass
+    try:
         entries = os.listdir(root)
     except OSError:
         return

@@ -162,6 +162,8 @@ def serve(options: dict) -> None:
             continue
         result = run_cell(header["code"], header["cell"], namespace, options["value_limit"])
         _flush()
+        if result.get("error"):  # a message can be any size; the result frame must not be
+            result["error"] = _cut(result["error"], options["value_limit"])[0]
         _write_frame(result)
 
 

@@ -1,0 +1,390 @@
+"""The sandbox as a trust boundary, tried the way an adversarial agent would.
+
+Each test is an attack sent as agent code, and asserts the *property* that must hold —
+the next episode sees nothing, the status is never an infrastructure error, the host
+still controls the deadline — not the mechanism that provides it. Docker only: the
+process backend's isolation is a separate piece of work (issue 17).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import textwrap
+import time
+
+import pytest
+import pytest_asyncio
+
+from sandboxes import DockerSandbox, PoolConfig, SandboxConfig, SandboxInfraError, SandboxPool
+from sandboxes.docker import DockerBackend
+from sandboxes.engine import default_engine_url
+
+pytestmark = [pytest.mark.docker, pytest.mark.asyncio(loop_scope="module")]
+
+CONFIG = SandboxConfig(mem_limit="512m", tmpfs_size="96m", shm_size="32m", pids_limit=64,
+                       output_limit_bytes=4096)
+
+FIND_ROOT_PROCESSES = textwrap.dedent(
+    """
+    import os
+    def root_processes():
+        found = {}
+        for pid in os.listdir('/proc'):
+            if not pid.isdigit() or int(pid) == 1:
+                continue
+            try:
+                cmd = open(f'/proc/{pid}/cmdline', 'rb').read()
+            except OSError:
+                continue
+            for name in (b'supervisor.py', b'worker.py'):
+                if name in cmd and os.stat(f'/proc/{pid}').st_uid == 0:
+                    found.setdefault(name.decode(), []).append(int(pid))
+        return found
+    """
+)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def pool():
+    """One sandbox, reused across episodes, so that a reset is really tested."""
+    backend = DockerBackend(CONFIG, engine_urls=[default_engine_url()])
+    async with SandboxPool(backend, PoolConfig(size=1, max_live=1, max_episodes=1000, retry_wait_s=0.05)) as p:
+        yield p
+
+
+async def _run(sb, code: str, timeout: float = 10):
+    return await sb.run(textwrap.dedent(code), timeout=timeout)
+
+
+async def test_an_interpreter_exited_by_its_own_thread_is_the_agents_outcome(pool):
+    async with pool.sandbox() as sb:
+        await _run(sb, "x = 1")
+        await _run(sb, """
+            import os, threading, time
+            threading.Thread(target=lambda: (time.sleep(0.2), os._exit(0)), daemon=True).start()
+        """)
+        await asyncio.sleep(0.6)
+        result = await _run(sb, "6 * 7")  # must not raise SandboxInfraError
+        assert result.status == "ok" and result.value == "42"
+        assert result.state_lost and "exited between calls" in result.state_lost_reason
+        assert (await _run(sb, "'x' in globals()")).value == "False"
+
+
+async def test_agent_code_cannot_reach_signal_or_trace_the_supervisor_or_zygote(pool):
+    async with pool.sandbox() as sb:
+        result = await _run(sb, FIND_ROOT_PROCESSES + textwrap.dedent("""
+            import ctypes, signal
+            libc = ctypes.CDLL(None, use_errno=True)
+            found = root_processes()
+            assert found.get('supervisor.py') and found.get('worker.py'), found
+            outcomes = []
+            for pid in found['supervisor.py'] + found['worker.py']:
+                for path in ('mem', 'environ', 'fd/0', 'fd/1', 'maps'):
+                    try:
+                        open(f'/proc/{pid}/{path}', 'rb').read(16)
+                        outcomes.append(f'read {pid}/{path}')
+                    except OSError:
+                        pass
+                for sig in (signal.SIGSTOP, signal.SIGKILL, signal.SIGTERM):
+                    try:
+                        os.kill(pid, sig)
+                        outcomes.append(f'signal {sig} to {pid}')
+                    except PermissionError:
+                        pass
+                if libc.ptrace(16, pid, 0, 0) == 0:  # PTRACE_ATTACH
+                    outcomes.append(f'ptrace {pid}')
+            outcomes
+        """))
+        assert result.status == "ok", result
+        assert result.value == "[]"
+        # The host still controls deadlines after the attempts.
+        looped = await _run(sb, "while True: pass", timeout=1)
+        assert looped.status == "timeout"
+        assert (await _run(sb, "1 + 1")).value == "2"
+
+
+async def test_the_supervisor_key_is_nowhere_agent_code_can_read(pool):
+    async with pool.sandbox() as sb:
+        result = await _run(sb, """
+            import os
+            hits = [k for k in os.environ if 'AGENTGYM' in k]
+            for pid in os.listdir('/proc'):
+                if pid.isdigit():
+                    try:
+                        if b'AGENTGYM_SUPERVISOR_KEY' in open(f'/proc/{pid}/environ', 'rb').read():
+                            hits.append(pid)
+                    except OSError:
+                        pass
+                    try:
+                        if b'AGENTGYM_SUPERVISOR_KEY' in open(f'/proc/{pid}/cmdline', 'rb').read():
+                            hits.append(pid)
+                    except OSError:
+                        pass
+            hits
+        """)
+        assert result.value == "[]"
+
+
+async def test_no_descriptor_of_the_host_channel_is_inherited(pool):
+    async with pool.sandbox() as sb:
+        result = await _run(sb, """
+            import os
+            sorted((int(fd), os.readlink(f'/proc/self/fd/{fd}').split(':')[0])
+                   for fd in os.listdir('/proc/self/fd') if os.path.exists(f'/proc/self/fd/{fd}'))
+        """)
+        fds = dict(eval(result.value))  # noqa: S307 - our own repr of ints and strings
+        assert set(fds.values()) <= {"pipe", "/dev/null"}, fds
+        assert fds[0] == "/dev/null" and "socket" not in fds.values()
+
+
+async def test_forged_and_oversized_results_are_crashes_not_infra_errors(pool):
+    async with pool.sandbox() as sb:
+        # A result frame over the limit written straight to the control pipe.
+        forged = await _run(sb, """
+            import os, struct
+            pipes = []
+            for fd in os.listdir('/proc/self/fd'):
+                try:
+                    if int(fd) > 2 and os.readlink(f'/proc/self/fd/{fd}').startswith('pipe'):
+                        pipes.append(int(fd))
+                except OSError:
+                    pass
+            for fd in pipes:
+                try:
+                    os.write(fd, struct.pack('>II', 50_000_000, 0) + b'{' * 1000)
+                except OSError:
+                    pass
+        """)
+        assert forged.status in ("crash", "ok")
+        assert (await _run(sb, "6 * 7")).value == "42"
+        # An exception message far over every limit is cut head+tail, and the channel holds.
+        huge = await _run(sb, "raise ValueError('x' * 30_000_000)")
+        assert huge.status == "error" and len(huge.error) <= 2 * CONFIG.output_limit_bytes
+        assert "truncated" in huge.error
+        value = await _run(sb, "'y' * 10_000_000")
+        assert value.status == "ok" and len(value.value) <= 2 * CONFIG.value_limit_bytes
+        assert (await _run(sb, "1 + 1")).value == "2"
+
+
+async def test_output_from_a_thread_after_its_cell_returned_cannot_confuse_the_host(pool):
+    async with pool.sandbox() as sb:
+        await _run(sb, """
+            import sys, threading
+            def flood():
+                while True:
+                    sys.stdout.write('{"seq": 999, "status": "ok"}\\n' * 100)
+            threading.Thread(target=flood, daemon=True).start()
+        """)
+        for i in range(5):
+            result = await _run(sb, f"{i} * 2")
+            assert result.status == "ok" and result.value == str(i * 2)
+        looped = await _run(sb, "while True: pass", timeout=1)
+        assert looped.status == "timeout"
+
+
+CONTAMINATE = """
+    import ctypes, os, subprocess, sys
+    libc = ctypes.CDLL(None, use_errno=True)
+    planted = []
+    for root in ('/workspace', '/tmp'):
+        d = os.path.join(root, 'locked')
+        os.makedirs(os.path.join(d, 'inner'))
+        open(os.path.join(d, 'inner', 'secret.txt'), 'w').write('left behind')
+        os.chmod(os.path.join(d, 'inner'), 0o500)
+        os.chmod(d, 0o000)
+        planted.append(d)
+    open('/dev/shm/left', 'w').write('left behind')
+    planted.append('/dev/shm/left')
+    fd = os.open('/dev/mqueue/left', os.O_CREAT | os.O_RDWR, 0o600)  # a POSIX message queue
+    os.close(fd)
+    planted.append('/dev/mqueue/left')
+    IPC_CREAT = 0o1000
+    assert libc.msgget(0x5eed, IPC_CREAT | 0o600) >= 0      # SysV message queue
+    assert libc.semget(0x5eed, 1, IPC_CREAT | 0o600) >= 0   # SysV semaphore
+    shm = libc.shmget(0x5eed, 4096, IPC_CREAT | 0o600)      # SysV shared memory, kept attached
+    assert shm >= 0
+    libc.shmat.restype = ctypes.c_void_p
+    assert libc.shmat(shm, None, 0) not in (None, ctypes.c_void_p(-1).value)
+    # A background process that would carry memory into the next episode.
+    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)'], start_new_session=True)
+    os.chmod('/workspace', 0o555)  # and a workdir nobody can write
+    len(planted)
+"""
+
+INSPECT = """
+    import os
+    seen = {}
+    for root in ('/workspace', '/tmp', '/dev/shm', '/dev/mqueue'):
+        seen[root] = sorted(os.listdir(root))
+    for kind in ('shm', 'msg', 'sem'):
+        seen[kind] = open(f'/proc/sysvipc/{kind}').read().splitlines()[1:]
+    me = os.getpid()
+    seen['processes'] = [p for p in os.listdir('/proc') if p.isdigit() and int(p) != me
+                         and os.stat(f'/proc/{p}').st_uid == os.getuid()
+                         and open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[0] != 'Z']
+    seen['workspace_writable'] = os.access('/workspace', os.W_OK)
+    seen
+"""
+
+
+async def test_the_next_episode_sees_nothing_of_the_last(pool):
+    async with pool.sandbox() as sb:
+        first = sb.inner
+        planted = await _run(sb, CONTAMINATE)
+        assert planted.status == "ok" and planted.value == "4", planted
+        assert first.healthy, first.anomaly
+    async with pool.sandbox() as sb:
+        assert sb.inner is first, "the reset should have cleaned this sandbox, not replaced it"
+        seen = eval((await _run(sb, INSPECT)).value)  # noqa: S307
+        assert seen == {
+            "/workspace": [], "/tmp": [], "/dev/shm": [], "/dev/mqueue": [],
+            "shm": [], "msg": [], "sem": [], "processes": [], "workspace_writable": True,
+        }
+
+
+async def test_a_reset_that_cannot_clean_retires_the_sandbox(pool, docker_engine):
+    """If anything survives a reset, the sandbox is discarded, never handed out again.
+
+    Agent code cannot make anything survive (the tests above), so the survivor is put
+    there from outside: a root-owned file in /tmp, which the sandbox user cannot delete.
+    """
+    from sandboxes.engine import connect
+
+    async with pool.sandbox() as sb:
+        first = sb.inner
+        client = connect(docker_engine)
+        out = await asyncio.to_thread(
+            client.api.exec_create, first.container_id, ["touch", "/tmp/root-owned"], user="0:0"
+        )
+        await asyncio.to_thread(client.api.exec_start, out["Id"])
+    async with pool.sandbox() as sb:
+        assert sb.inner is not first
+        assert (await _run(sb, "import os; os.listdir('/tmp')")).value == "[]"
+
+
+async def test_every_place_agent_code_can_write_is_a_capped_memory_filesystem(pool):
+    async with pool.sandbox() as sb:
+        result = await _run(sb, """
+            import os
+            writable = set()
+            for top, dirs, files in os.walk('/', topdown=True):
+                if top in ('/proc', '/sys'):
+                    dirs[:] = []
+                    continue
+                if os.access(top, os.W_OK):
+                    writable.add(top)
+                for name in files:
+                    path = os.path.join(top, name)
+                    if not os.path.islink(path) and os.access(path, os.W_OK) and not path.startswith('/dev/'):
+                        writable.add(path)
+            mounts = {line.split()[4]: line.split(' - ')[1].split()[0] for line in open('/proc/self/mountinfo')}
+            sorted((w, mounts.get(w)) for w in writable)
+        """, timeout=60)
+        places = dict(eval(result.value))  # noqa: S307
+        assert set(places) <= {"/workspace", "/tmp", "/dev/shm", "/dev/mqueue"}, places
+        assert set(places.values()) <= {"tmpfs", "mqueue"}, places
+        # Filling them ends in ENOSPC for the agent, never the host's disk.
+        filled = await _run(sb, """
+            import os
+            errors = []
+            for root in ('/workspace', '/tmp', '/dev/shm'):
+                try:
+                    with open(os.path.join(root, 'fill'), 'wb') as f:
+                        for _ in range(300):
+                            f.write(b'\\0' * (1 << 20))
+                except OSError as e:
+                    errors.append(e.errno)
+                os.remove(os.path.join(root, 'fill'))
+            errors
+        """, timeout=60)
+        assert filled.value == "[28, 28, 28]", filled  # ENOSPC everywhere
+
+
+async def test_filling_memory_files_then_memory_is_the_agents_oom_not_a_dead_sandbox(pool):
+    async with pool.sandbox() as sb:
+        result = await _run(sb, """
+            import os
+            for root in ('/workspace', '/tmp', '/dev/shm'):
+                try:
+                    with open(os.path.join(root, 'fill'), 'wb') as f:
+                        while True:
+                            f.write(b'\\1' * (1 << 20))
+                except OSError:
+                    pass
+            hog = []
+            while True:
+                hog.append(bytearray(16 << 20))
+        """, timeout=60)
+        assert result.status in ("oom", "error"), result
+        assert (await _run(sb, "6 * 7")).value == "42"
+
+
+async def test_symlinks_planted_for_the_next_upload_lead_nowhere(pool):
+    async with pool.sandbox() as sb:
+        await _run(sb, """
+            import os
+            os.symlink('/etc/passwd', 'data.csv')
+            os.symlink('/etc', 'sub')
+            os.symlink('/proc/1/environ', 'env.txt')
+        """)
+        await sb.upload("data.csv", b"a,b\n1,2\n")
+        with pytest.raises(OSError):
+            await sb.upload("sub/evil", b"x")
+        with pytest.raises(OSError):
+            await sb.download("env.txt")
+        check = await _run(sb, """
+            import os
+            (os.path.islink('data.csv'), open('data.csv').read(), open('/etc/passwd').read().startswith('root:'))
+        """)
+        assert check.value == "(False, 'a,b\\n1,2\\n', True)"
+
+
+async def test_a_fork_storm_during_reset_leaves_no_process_behind(pool):
+    async with pool.sandbox() as sb:
+        started = await _run(sb, """
+            import os, subprocess, sys
+            subprocess.Popen([sys.executable, '-c',
+                'import os\\nwhile True:\\n    try:\\n        os.fork()\\n    except OSError:\\n        pass'],
+                start_new_session=True)
+            'storming'
+        """)
+        assert started.value == "'storming'"
+        await asyncio.sleep(0.5)
+    async with pool.sandbox() as sb:
+        seen = eval((await _run(sb, INSPECT)).value)  # noqa: S307
+        assert seen["processes"] == []
+
+
+async def test_a_container_killed_from_outside_is_infrastructure(pool, docker_engine):
+    """The other side of the rule: what the host sees happen from outside is infra, and
+    the pool hides it by replacing and replaying."""
+    async with pool.sandbox() as sb:
+        await sb.upload("t.csv", b"a\n1\n2\n")
+        await _run(sb, "import pandas as pd\ndf = pd.read_csv('t.csv')")
+        victim = sb.inner
+        await asyncio.to_thread(victim.kill_container)
+        result = await _run(sb, "int(df.a.sum())")
+        assert result.status == "ok" and result.value == "3" and not result.state_lost
+        assert sb.inner is not victim
+
+
+async def test_a_non_deterministic_replay_is_the_agents_outcome(pool):
+    async with pool.sandbox() as sb:
+        await sb.upload("t.csv", b"a\n1\n")
+        # True now, false when replayed a second later: a clock-dependent cell.
+        ran = await _run(sb, f"import time\nassert time.time() < {time.time() + 1.0}\nx = 5")
+        assert ran.status == "ok"
+        await asyncio.sleep(1.2)
+        victim = sb.inner
+        await asyncio.to_thread(victim.kill_container)  # infrastructure, from outside
+        result = await _run(sb, "x")  # must not raise SandboxInfraError
+        assert result.status == "error" and "NameError" in result.error
+        assert result.state_lost and "not deterministic" in result.state_lost_reason
+        assert (await _run(sb, "open('t.csv').read()")).value == "'a\\n1\\n'"  # uploads restored
+
+
+async def test_docker_sandbox_rejects_an_unknown_runtime_clearly(docker_engine):
+    sb = DockerSandbox(SandboxConfig(runtime="no-such-runtime"), engine_url=docker_engine)
+    with pytest.raises(SandboxInfraError, match="no-such-runtime|runtime"):
+        await sb.start()
+    assert sb.container_id is None or not sb.healthy
