@@ -20,10 +20,11 @@ from typing import Any, Literal
 
 import numpy as np
 
-__all__ = ["ActionCategory", "AdversarialAction", "adversarial_actions", "CODE_ATTACKS", "MixedPolicy"]
+__all__ = ["ActionCategory", "AdversarialAction", "adversarial_actions", "CODE_ATTACKS", "BOUNDARY_ATTACKS",
+           "CANARY", "CANARY_PATTERN", "MixedPolicy"]
 
 ActionCategory = Literal["malformed", "unknown_tool", "invalid_args", "huge_args", "runaway_code",
-                         "flood_output", "crash_code", "query_syntax", "pathological_input"]
+                         "flood_output", "crash_code", "trust_boundary", "query_syntax", "pathological_input"]
 
 # Code aimed at a Python sandbox: each must end as a status (timeout, oom, crash, error)
 # without hurting the host or other episodes.
@@ -45,6 +46,86 @@ CODE_ATTACKS: dict[str, tuple[ActionCategory, str]] = {
     "keyboard_interrupt": ("crash_code", "raise KeyboardInterrupt"),
     "network": ("crash_code", "import socket\nsocket.create_connection(('192.0.2.1', 80), timeout=3)"),
     "fill_disk": ("crash_code", "with open('big.bin', 'wb') as f:\n    while True:\n        f.write(b'0' * 2**20)"),
+}
+
+CANARY = "__CANARY__"
+"""Placeholder in :data:`BOUNDARY_ATTACKS` that the stress harness replaces with
+``agentgym-canary-E<episode>``, so a canary found later names the episode that left it."""
+CANARY_PATTERN = r"agentgym-canary-E(\d+)"
+
+# Code that attacks the sandbox as a trust boundary (see "Who is at fault" in DESIGN.md):
+# none of it may turn the episode into an infrastructure failure, reach the machinery,
+# or leave anything the next episode can see. ``probe_leaks`` looks for what earlier
+# episodes planted and prints every canary it finds.
+_FIND_ROOT = (
+    "import os\n"
+    "def _root_pids():\n"
+    "    out = []\n"
+    "    for p in os.listdir('/proc'):\n"
+    "        if p.isdigit() and int(p) > 1:\n"
+    "            try:\n"
+    "                if os.stat('/proc/' + p).st_uid != os.getuid():\n"
+    "                    out.append(int(p))\n"
+    "            except OSError:\n"
+    "                pass\n"
+    "    return out\n"
+)
+BOUNDARY_ATTACKS: dict[str, str] = {
+    "exit_after_return": "import os, threading, time\n"
+                         "threading.Thread(target=lambda: (time.sleep(0.05), os._exit(0)), daemon=True).start()",
+    "signal_supervisor": _FIND_ROOT + "import signal\nfor p in _root_pids():\n"
+                         "    for s in (signal.SIGSTOP, signal.SIGKILL):\n"
+                         "        try:\n            os.kill(p, s)\n        except OSError:\n            pass",
+    "ptrace_supervisor": _FIND_ROOT + "import ctypes\nlibc = ctypes.CDLL(None)\n"
+                         "[libc.ptrace(16, p, 0, 0) for p in _root_pids()]",
+    "read_supervisor_memory": _FIND_ROOT + "got = []\nfor p in _root_pids():\n"
+                              "    for f in ('mem', 'environ', 'fd/0', 'fd/1'):\n"
+                              "        try:\n            got.append(open(f'/proc/{p}/{f}', 'rb').read(64))\n"
+                              "        except OSError:\n            pass\ngot",
+    "plant_files": "import os, subprocess, sys\n"
+                   "for root in ('.', '/tmp', '/dev/shm'):\n"
+                   "    d = os.path.join(root, 'hide')\n"
+                   "    try:\n"
+                   "        os.makedirs(d, exist_ok=True)\n"
+                   f"        open(os.path.join(d, 'c'), 'w').write('{CANARY}')\n"
+                   "        os.chmod(d, 0)\n"
+                   "    except OSError:\n"
+                   "        pass\n"
+                   "try:\n"
+                   f"    open('/dev/mqueue/{CANARY}', 'w').close()\n"
+                   "except OSError:\n    pass\n"
+                   f"os.symlink('/etc/passwd', '{CANARY}.csv')\n"
+                   "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)'], start_new_session=True)\n"
+                   "os.chmod('.', 0o555)",
+    "plant_ipc": "import ctypes\nlibc = ctypes.CDLL(None)\n"
+                 "libc.msgget(0x5eed, 0o1600)\nlibc.semget(0x5eed, 1, 0o1600)\n"
+                 "shm = libc.shmget(0x5eed, 4096, 0o1600)\nlibc.shmat.restype = ctypes.c_void_p\nlibc.shmat(shm, None, 0)",
+    "huge_exception": "raise ValueError('x' * 30_000_000)",
+    "forge_result": "import os, struct\nfor fd in range(3, 64):\n    try:\n"
+                    "        os.write(fd, struct.pack('>II', 60_000_000, 0) + b'{' * 100)\n"
+                    "    except OSError:\n        pass",
+    "late_output": "import sys, threading\n"
+                   "threading.Thread(target=lambda: [sys.stdout.write('{\"seq\": 1}\\n' * 1000) for _ in iter(int, 1)],"
+                   " daemon=True).start()",
+    "background_fork_storm": "import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', "
+                             "'import os\\nwhile True:\\n    try:\\n        os.fork()\\n    except OSError:\\n        pass'],"
+                             " start_new_session=True)",
+    "probe_leaks": "import os, re\nfound = set()\n"
+                   f"pattern = re.compile({CANARY_PATTERN!r})\n"
+                   "for root in ('.', '/tmp', '/dev/shm', '/dev/mqueue'):\n"
+                   "    for top, dirs, files in os.walk(root):\n"
+                   "        for f in files + dirs:\n"
+                   "            path = os.path.join(top, f)\n"
+                   "            found.update(pattern.findall(f))\n"
+                   "            try:\n"
+                   "                if os.path.isfile(path) and not os.path.islink(path):\n"
+                   "                    found.update(pattern.findall(open(path, errors='replace').read(4096)))\n"
+                   "            except OSError:\n"
+                   "                pass\n"
+                   "for kind in ('msg', 'sem', 'shm'):\n"
+                   "    if open('/proc/sysvipc/' + kind).read().count('\\n') > 1:\n"
+                   "        found.add('sysv-' + kind)\n"
+                   "print('LEAKS', sorted(found))",
 }
 
 QUERY_ATTACKS: dict[str, str] = {
@@ -128,7 +209,8 @@ def adversarial_actions(tool_specs: list[dict[str, Any]], parser: str = "hermes"
         if strings:
             candidates.append((f"{name}:wrong_type", "invalid_args", {strings[0]: 12345}))
             candidates.append((f"{name}:huge_arg", "huge_args", {strings[0]: huge}))
-        attack_sets = (("code", CODE_ATTACKS), ("query", {k: ("query_syntax", v) for k, v in QUERY_ATTACKS.items()}),
+        code_attacks = {**CODE_ATTACKS, **{k: ("trust_boundary", v) for k, v in BOUNDARY_ATTACKS.items()}}
+        attack_sets = (("code", code_attacks), ("query", {k: ("query_syntax", v) for k, v in QUERY_ATTACKS.items()}),
                        ("expression", {k: ("pathological_input", v) for k, v in EXPRESSION_ATTACKS.items()}))
         for param, attacks in attack_sets:
             if param in strings:

@@ -70,11 +70,25 @@ def _guarantee_table(report: StressReport) -> Table:
     return table
 
 
+def _boundary_table(report: StressReport) -> Table:
+    table = Table(title="Trust-boundary attacks (each must cause 0 infra failures and 0 leaks)")
+    for c in ("attack", "uses", "infra-failed episodes", "cross-episode leaks"):
+        table.add_column(c, justify="left" if c == "attack" else "right")
+    for name, row in report.boundary_table().items():
+        bad = row["infra_failed_episodes"] or row["cross_episode_leaks"]
+        table.add_row(name, str(row["uses"]), str(row["infra_failed_episodes"]), str(row["cross_episode_leaks"]),
+                      style="red" if bad else None)
+    table.caption = f"{report.probes} leak probes; leaked containers: {report.leaked_containers}"
+    return table
+
+
 def stress_tables(report: StressReport) -> list[Any]:
     """Renderables for a stress report, in print order."""
     out: list[Any] = [_tool_table(report), _episode_table(report)]
     if report.adversarial:
         out.append(_adversarial_table(report))
+    if report.attack_uses:
+        out.append(_boundary_table(report))
     out.append(_guarantee_table(report))
     return out
 

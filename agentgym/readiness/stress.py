@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
+import re
 import time
 import traceback
 import warnings
@@ -35,7 +36,13 @@ import numpy as np
 
 from agentgym.env import ToolEnv
 from agentgym.errors import ConfigError, InfraError
-from agentgym.readiness.adversarial import AdversarialAction, MixedPolicy, adversarial_actions
+from agentgym.readiness.adversarial import (
+    BOUNDARY_ATTACKS,
+    CANARY,
+    AdversarialAction,
+    MixedPolicy,
+    adversarial_actions,
+)
 from agentgym.readiness.containers import ContainerCount, count_containers, wait_for_containers
 from agentgym.readiness.faults import FaultInjector, FaultPlan
 from agentgym.readiness.lifecycle import aclose_shared_resources
@@ -45,9 +52,12 @@ from agentgym.telemetry import Telemetry
 
 __all__ = ["StressConfig", "EpisodeOutcome", "Guarantee", "StressReport", "run_stress", "UNBOUNDED_PROCESS_ACTIONS"]
 
-UNBOUNDED_PROCESS_ACTIONS = frozenset({"fork_bomb", "thread_bomb"})
+UNBOUNDED_PROCESS_ACTIONS = frozenset({"fork_bomb", "thread_bomb", *BOUNDARY_ATTACKS})
 """Dropped unless the sandbox is a container: a process sandbox run as root cannot
-bound the number of processes (RLIMIT_NPROC does not apply to root)."""
+bound the number of processes (RLIMIT_NPROC does not apply to root), and it does not yet
+hold the trust boundary the attacks in :data:`BOUNDARY_ATTACKS` test (the Docker
+backend does)."""
+_LEAKS_LINE = re.compile(r"LEAKS \[(.*?)\]")
 
 
 @dataclass(frozen=True)
@@ -131,6 +141,13 @@ class StressReport:
     containers_after: ContainerCount | None = None
     fingerprint: str = ""
     notes: list[str] = field(default_factory=list)
+    attack_uses: Counter[str] = field(default_factory=Counter)
+    """Trust-boundary attacks sent, by name."""
+    infra_after_attack: Counter[str] = field(default_factory=Counter)
+    """Fault-free episodes that ended infra-failed after this adversarial action."""
+    leaks: list[tuple[int, str]] = field(default_factory=list)
+    """(probing episode, what it found) for every canary of another episode."""
+    probes: int = 0
 
     @property
     def completed(self) -> int:
@@ -168,7 +185,28 @@ class StressReport:
             Guarantee("agent faults reported as infra", len(self.misclassified), not self.misclassified,
                       "adversarial actions in fault-free episodes must not give infra_error"
                       + (f" (e.g. {self.misclassified[0]})" if self.misclassified else "")),
+            Guarantee("infra-failed episodes caused by agent actions", self.agent_caused_infra,
+                      not self.agent_caused_infra,
+                      "fault-free episodes with adversarial actions must never end infra_failed"
+                      + (f" ({dict(self.infra_after_attack)})" if self.agent_caused_infra else "")),
+            Guarantee("cross-episode leaks", len(self.leaks), not self.leaks,
+                      f"{self.probes} probes for what earlier episodes planted"
+                      + (f" (e.g. episode {self.leaks[0][0]} found {self.leaks[0][1]})" if self.leaks else "")),
         ]
+
+    @property
+    def agent_caused_infra(self) -> int:
+        return sum(1 for o in self.outcomes
+                   if o.infra_failed and not o.reset_failed and o.adversarial_turns and not o.faults)
+
+    def boundary_table(self) -> dict[str, dict[str, int]]:
+        """Per trust-boundary attack: uses, infra-failed episodes after it, leaks it caused."""
+        leaked_by: Counter[str] = Counter()
+        for _, found in self.leaks:
+            leaked_by["plant_ipc" if found.startswith("sysv-") else "plant_files"] += 1
+        names = sorted(set(self.attack_uses) | set(self.infra_after_attack))
+        return {name: {"uses": self.attack_uses[name], "infra_failed_episodes": self.infra_after_attack[name],
+                       "cross_episode_leaks": leaked_by[name.split(":")[-1]]} for name in names}
 
     @property
     def passed(self) -> bool:
@@ -200,6 +238,8 @@ class StressReport:
                 "adversarial_actions": adv,
                 "lost_tracebacks": [{"episode": i, "traceback": tb} for i, tb in self.lost[:5]],
                 "misclassified": self.misclassified[:20],
+                "trust_boundary": self.boundary_table(),
+                "leaks": self.leaks[:20],
                 "notes": list(self.notes)}
 
 
@@ -338,9 +378,16 @@ async def _episode(env: Any, index: int, config: StressConfig, policy_for: Any, 
                               injector.faults_for(env) - faults_at_start)
     mixed: MixedPolicy = policy_for(info)
     adversarial_turns = oracle_errors = 0
+    used: set[str] = set()
+    probe = next((a for a in mixed.actions if a.name.endswith(":probe_leaks")), None)
+    first_turn = True
     while True:
         action: AdversarialAction | None = mixed.choose(rng)
-        text = action.text if action is not None else None
+        probing = first_turn and probe is not None and mixed.rate > 0 and rng.random() < mixed.rate
+        if probing:
+            action = probe  # at the start, anything found was left by another episode
+        first_turn = False
+        text = action.text.replace(CANARY, f"agentgym-canary-E{index}") if action is not None else None
         if text is None:
             try:
                 text = base.oracle_action()
@@ -350,11 +397,30 @@ async def _episode(env: Any, index: int, config: StressConfig, policy_for: Any, 
         obs, reward, terminated, truncated, info = await base.astep(text)
         if action is not None:
             adversarial_turns += 1
+            used.add(action.name)
+            if action.category == "trust_boundary":
+                report.attack_uses[action.name] += 1
+            if probing:
+                report.probes += 1
+                report.leaks.extend((index, found) for found in _foreign_canaries(obs, index))
             _record_adversarial(report, action, info, injector.faults_for(env) == faults_at_start and not global_faults)
         if terminated or truncated:
+            faults = injector.faults_for(env) - faults_at_start
+            if info.get("infra_failed") and not faults and not global_faults:
+                for name in used:
+                    report.infra_after_attack[name] += 1
             return EpisodeOutcome(index, info.get("task_id"), float(reward), bool(terminated), bool(truncated),
                                   bool(info.get("infra_failed")), False, int(info.get("turns", 0)),
-                                  adversarial_turns, injector.faults_for(env) - faults_at_start, oracle_errors)
+                                  adversarial_turns, faults, oracle_errors)
+
+
+def _foreign_canaries(observation: str, index: int) -> list[str]:
+    """What a leak probe found that this episode did not put there itself."""
+    match = _LEAKS_LINE.search(observation)
+    if match is None:
+        return []
+    found = [item.strip().strip("'\"") for item in match.group(1).split(",") if item.strip()]
+    return [f for f in found if f != str(index)]
 
 
 def _record_adversarial(report: StressReport, action: AdversarialAction, info: dict[str, Any], fault_free: bool) -> None:

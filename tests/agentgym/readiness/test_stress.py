@@ -169,3 +169,39 @@ def test_agent_code_that_kills_its_interpreter_is_not_an_infra_error(_process_sa
         assert not info["infra_failed"]
     finally:
         env.close()
+
+
+@pytest.mark.docker
+def test_data_analysis_trust_boundary_attacks_cause_no_infra_failure_and_no_leak(docker_engine):
+    report = run_stress(StressConfig("agentgym/DataAnalysis-v0", episodes=24, concurrency=4,
+                                     adversarial=0.5, seed=11,
+                                     env_kwargs={**_da_kwargs(), "backend": "docker"}))
+    assert report.completed == 24 and not report.lost
+    assert report.probes > 0 and sum(report.attack_uses.values()) > report.probes
+    table = report.boundary_table()
+    assert all(row["infra_failed_episodes"] == 0 and row["cross_episode_leaks"] == 0 for row in table.values())
+    assert _guarantee(report, "cross-episode leaks").ok and _guarantee(report, "infra-failed episodes caused by agent actions").ok
+    assert report.to_dict()["trust_boundary"] == table
+
+
+@pytest.mark.docker
+def test_the_leak_probe_finds_what_another_episode_planted(docker_engine):
+    """The cross-episode guarantee can fail: a probe run where another episode's canaries
+    are (the same episode, no reset in between) reports every one of them."""
+    import gymnasium as gym
+
+    from agentgym.readiness.adversarial import CANARY
+    from agentgym.readiness.stress import _foreign_canaries
+
+    env = gym.make("agentgym/DataAnalysis-v0", **_da_kwargs(), backend="docker")
+    try:
+        _, info = env.reset(seed=0)
+        actions = {a.name: a for a in adversarial_actions(info["tools"])}
+        env.step(actions["python:plant_files"].text.replace(CANARY, "agentgym-canary-E7"))
+        env.step(actions["python:plant_ipc"].text)
+        obs, *_ = env.step(actions["python:probe_leaks"].text)
+        found = _foreign_canaries(obs, index=3)
+        assert "7" in found and "sysv-msg" in found, obs
+        assert _foreign_canaries(obs, index=7) == [f for f in found if f != "7"]
+    finally:
+        env.close()
