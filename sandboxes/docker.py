@@ -19,7 +19,7 @@ from typing import Any
 
 from sandboxes.attach import AttachedStream, attach_container
 from sandboxes.engine import connect, default_engine_url
-from sandboxes.errors import EngineUnreachableError, SandboxCrashedError, SandboxInfraError
+from sandboxes.errors import EngineUnreachableError, SandboxConfigError, SandboxCrashedError, SandboxInfraError
 from sandboxes.image import ImageInfo, build_image, default_image
 from sandboxes.protocol import SandboxConfig, default_env, parse_size
 from sandboxes.reaper import OWNER_LABEL, SANDBOX_LABEL, owner_id, reap_orphans, register_engine
@@ -153,6 +153,8 @@ class DockerSandbox(SupervisedSandbox):
     async def _launch(self, key: str) -> AttachedStream:
         docker = await asyncio.to_thread(self._docker)
         register_engine(self.engine_url)
+        if self.config.runtime:
+            await asyncio.to_thread(check_runtime, docker, self.config.runtime, self.engine_url)
         image = self._image or (await asyncio.to_thread(default_image, engine_url=self.engine_url)).tag
         options = container_options(self.config, image, owner_id(), key)
         creating = asyncio.ensure_future(asyncio.to_thread(docker.containers.create, **options))
@@ -203,6 +205,17 @@ class DockerSandbox(SupervisedSandbox):
         # attrs, not .image: that property asks the engine, and envs call this per episode
         info["image"] = self._container.attrs.get("Image") if self._container is not None else self._image
         return info
+
+
+def check_runtime(client: Any, runtime: str, engine_url: str) -> None:
+    """Raise :class:`SandboxConfigError` unless the engine offers the OCI ``runtime``."""
+    available = sorted((client.info().get("Runtimes") or {}).keys())
+    if runtime not in available:
+        raise SandboxConfigError(
+            f"Expected an OCI runtime the engine at {engine_url} offers ({', '.join(available)}), "
+            f"actual value: runtime={runtime!r}. Install it (gVisor: `runsc install`, then restart "
+            "dockerd) or unset SandboxConfig.runtime / AGENTGYM_SANDBOX_RUNTIME."
+        )
 
 
 def _remove_quietly(container: Any) -> None:

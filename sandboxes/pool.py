@@ -550,7 +550,11 @@ def make_pool(
     """A :class:`SandboxPool` on the best available backend (see :func:`choose_backend`).
 
     The pool is not started; use ``async with make_pool() as pool`` or ``await pool.start()``.
+    ``AGENTGYM_SANDBOX_RUNTIME`` (e.g. ``runsc`` for gVisor) sets the containers' OCI
+    runtime when no ``config`` is given.
     """
+    if config is None and os.environ.get("AGENTGYM_SANDBOX_RUNTIME"):
+        config = SandboxConfig(runtime=os.environ["AGENTGYM_SANDBOX_RUNTIME"])
     if choose_backend(backend, engine_urls) == "docker":
         from sandboxes.docker import DockerBackend
 
