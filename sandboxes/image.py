@@ -51,8 +51,8 @@ RECIPE: dict[str, Any] = {
     "user": f"{SANDBOX_UID}:{SANDBOX_UID}",
     "workdir": "/workspace",
     "entrypoint": ["/usr/bin/tini", "--"],
-    "cmd": ["python3", "-E", "-s", "/opt/agentgym/supervisor.py",
-            "--socket", "/run/agentgym/supervisor.sock", "--workdir", "/workspace"],
+    # What `docker run IMAGE` does; sandboxes pass their own entrypoint with every option.
+    "cmd": ["python3", "-E", "-s", "/opt/agentgym/supervisor.py", "--workdir", "/workspace"],
     "env": {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "LANG": "C.UTF-8",
@@ -67,7 +67,7 @@ RECIPE: dict[str, Any] = {
     },
     # Shell run on the host with the rootfs as $1, after packages are installed.
     "customize": [
-        'mkdir -p "$1/workspace" "$1/opt/agentgym" "$1/run/agentgym"',
+        'mkdir -p "$1/workspace" "$1/opt/agentgym"',
         'chown 1000:1000 "$1/workspace"',
         'echo "sandbox:x:1000:1000:sandbox:/workspace:/usr/sbin/nologin" >> "$1/etc/passwd"',
         'echo "sandbox:x:1000:" >> "$1/etc/group"',

@@ -179,14 +179,22 @@ class SandboxUser:
         for entry in os.listdir("/proc"):
             if not entry.isdigit() or int(entry) == me:
                 continue
-            try:
-                if os.stat(f"/proc/{entry}").st_uid != self.uid:
-                    continue
-            except OSError:
-                continue
-            if _process_state(int(entry)) not in ("Z", "X"):
+            if _real_uid(int(entry)) == self.uid and _process_state(int(entry)) not in ("Z", "X"):
                 found.append(int(entry))
         return found
+
+
+def _real_uid(pid: int) -> int | None:
+    """The real uid from ``/proc/<pid>/status``: unlike the owner of ``/proc/<pid>``, which
+    turns to root when a process makes itself non-dumpable, agent code cannot change it."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("Uid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def _remove_tree_contents(root: str) -> None:

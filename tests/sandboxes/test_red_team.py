@@ -205,8 +205,11 @@ CONTAMINATE = """
     assert shm >= 0
     libc.shmat.restype = ctypes.c_void_p
     assert libc.shmat(shm, None, 0) not in (None, ctypes.c_void_p(-1).value)
-    # A background process that would carry memory into the next episode.
+    # Background processes that would carry memory into the next episode; one of them
+    # non-dumpable, so that its /proc directory shows root as its owner.
     subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)'], start_new_session=True)
+    subprocess.Popen([sys.executable, '-c', 'import ctypes, time; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); '
+                      'time.sleep(3600)'], start_new_session=True)
     os.chmod('/workspace', 0o555)  # and a workdir nobody can write
     len(planted)
 """
@@ -219,8 +222,12 @@ INSPECT = """
     for kind in ('shm', 'msg', 'sem'):
         seen[kind] = open(f'/proc/sysvipc/{kind}').read().splitlines()[1:]
     me = os.getpid()
+    def real_uid(p):
+        for line in open(f'/proc/{p}/status'):
+            if line.startswith('Uid:'):
+                return int(line.split()[1])
     seen['processes'] = [p for p in os.listdir('/proc') if p.isdigit() and int(p) != me
-                         and os.stat(f'/proc/{p}').st_uid == os.getuid()
+                         and real_uid(p) == os.getuid()
                          and open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[0] != 'Z']
     seen['workspace_writable'] = os.access('/workspace', os.W_OK)
     seen
