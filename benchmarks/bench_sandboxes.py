@@ -84,6 +84,35 @@ def test_docker_warm_exec_round_trip(benchmark, loop):
     assert exec_p50 / p50 >= 30
 
 
+RESET_CELL = (
+    "import pandas as pd, os\n"
+    "df = pd.DataFrame({'a': range(1000)})\n"
+    "df.to_csv('t.csv')\nos.makedirs('/tmp/d', exist_ok=True)\nopen('/tmp/d/x', 'w').write('x')"
+)
+
+
+@needs_docker
+def test_docker_reset_after_an_episode(benchmark, loop):
+    """What one episode's reset costs: kill, scrub and verify, and a fresh worker fork.
+
+    Each round runs a typical cell (a frame, a file in the workdir and one in /tmp) and
+    then times ``reset`` alone."""
+    sandbox = loop.run_until_complete(DockerSandbox().start())
+    samples: list[float] = []
+
+    async def one_reset() -> None:
+        await sandbox.run(RESET_CELL)
+        start = time.perf_counter()
+        await sandbox.reset()
+        samples.append(time.perf_counter() - start)
+
+    try:
+        benchmark.pedantic(lambda: loop.run_until_complete(one_reset()), rounds=40, iterations=1)
+    finally:
+        loop.run_until_complete(sandbox.close())
+    _report(benchmark, reset_p50_ms=_pct(samples, 0.5) * 1e3, reset_p99_ms=_pct(samples, 0.99) * 1e3)
+
+
 def test_process_warm_exec_round_trip(benchmark, loop):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SandboxIsolationWarning)

@@ -480,16 +480,22 @@ class Supervisor:
         w = self.worker
         if self.user.uid is not None:
             # Everything agent code can start runs as the sandbox uid, and nothing else does.
+            # Kill what is there, wait for it to be gone, look again (for what it forked).
             for _ in range(1000):
                 victims = self.user.pids()
+                if not victims:
+                    break
                 for pid in victims:
                     try:
                         os.kill(pid, signal.SIGKILL)
                     except (ProcessLookupError, PermissionError):
                         pass
-                self.reap_children()
-                if not victims:
-                    break
+                end = time.monotonic() + 0.5
+                while time.monotonic() < end:
+                    self.reap_children()
+                    if all(_process_state(pid) in ("Z", "X") for pid in victims):
+                        break
+                    time.sleep(0.0005)
         elif self.kill_all:
             keep = {1, os.getpid()}
             if self.zygote is not None:
