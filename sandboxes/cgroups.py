@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SandboxCgroup", "create"]
+__all__ = ["SandboxCgroup", "create", "name_for", "reap_dead"]
 
 _ROOT = Path("/sys/fs/cgroup")
 _PARENT = "agentgym"
@@ -66,6 +66,36 @@ def _read_pids(d: Path) -> list[int]:
 
 def _write(path: Path, value: str) -> None:
     path.write_text(value)
+
+
+def name_for(sandbox_dir: Path) -> str:
+    """``<owner pid>_<start>-<sandbox dir>``: the owner part lets :func:`reap_dead` tell
+    whether the process that made the cgroup is still alive."""
+    return f"{sandbox_dir.parent.name}-{sandbox_dir.name}"
+
+
+def reap_dead() -> int:
+    """Remove the sandbox cgroups of processes that are gone (killed without closing their
+    pools); return how many."""
+    from sandboxes.reaper import owner_alive
+
+    import socket
+
+    removed = 0
+    seen: dict[str, list[Path]] = {}
+    for parent in [_ROOT / _PARENT, *(_ROOT.glob(f"*/{_PARENT}"))]:
+        if not parent.is_dir():
+            continue
+        for d in parent.iterdir():
+            if d.is_dir():
+                seen.setdefault(d.name, []).append(d)
+    for name, dirs in seen.items():
+        owner, _, _ = name.partition("-")
+        pid, _, started = owner.partition("_")
+        if owner_alive(f"{socket.gethostname()}:{pid}:{started}") is False:
+            SandboxCgroup(dirs, None).remove()
+            removed += 1
+    return removed
 
 
 def create(name: str, *, pids: int, memory_bytes: int, cpus: float) -> SandboxCgroup | None:

@@ -39,7 +39,7 @@ __all__ = ["PoolConfig", "SandboxBackend", "SandboxPool", "PooledSandbox", "make
 
 log = logging.getLogger(__name__)
 
-BackendName = Literal["auto", "docker", "process"]
+BackendName = Literal["auto", "docker", "process", "unsafe-process"]
 
 
 @runtime_checkable
@@ -503,21 +503,22 @@ class PooledSandbox(Sandbox):
 
 
 def choose_backend(backend: BackendName | None = None, engine_urls: list[str] | None = None) -> str:
-    """``docker`` or ``process``: the explicit choice, else ``AGENTGYM_SANDBOX``, else
-    docker when an engine answers and process (with a warning) when none does.
+    """``docker``, ``process`` or ``unsafe-process``: the explicit choice, else
+    ``AGENTGYM_SANDBOX``, else docker when an engine answers and process (confined by
+    bubblewrap, with a warning that Docker is missing) when none does.
 
     Raises:
         EngineUnreachableError: docker was required but no engine answers.
         SandboxConfigError: an unknown backend name.
     """
     choice = backend or os.environ.get("AGENTGYM_SANDBOX") or "auto"
-    if choice not in ("auto", "docker", "process"):
+    if choice not in ("auto", "docker", "process", "unsafe-process"):
         raise SandboxConfigError(
-            f"Expected backend 'auto', 'docker' or 'process' (argument or AGENTGYM_SANDBOX), "
-            f"actual value: {choice!r}"
+            f"Expected backend 'auto', 'docker', 'process' or 'unsafe-process' (argument or "
+            f"AGENTGYM_SANDBOX), actual value: {choice!r}"
         )
-    if choice == "process":
-        return "process"
+    if choice in ("process", "unsafe-process"):
+        return choice
     urls = engine_urls or [default_engine_url()]
     unreachable = [url for url in dict.fromkeys(urls) if not engine_reachable(url)]
     if choice == "docker" and unreachable:
@@ -529,9 +530,10 @@ def choose_backend(backend: BackendName | None = None, engine_urls: list[str] | 
         from sandboxes.process import SandboxIsolationWarning
 
         warnings.warn(
-            f"No Docker engine answers at {', '.join(unreachable)}; using ProcessSandbox, "
-            "whose isolation is weaker. Start Docker, or set AGENTGYM_SANDBOX=process to "
-            "silence this warning (AGENTGYM_SANDBOX=docker to make it an error).",
+            f"No Docker engine answers at {', '.join(unreachable)}; using the process sandbox "
+            "(bubblewrap namespaces instead of a container). Start Docker, or set "
+            "AGENTGYM_SANDBOX=process to silence this warning (AGENTGYM_SANDBOX=docker to make "
+            "it an error).",
             SandboxIsolationWarning,
             stacklevel=3,
         )
@@ -555,12 +557,14 @@ def make_pool(
     """
     if config is None and os.environ.get("AGENTGYM_SANDBOX_RUNTIME"):
         config = SandboxConfig(runtime=os.environ["AGENTGYM_SANDBOX_RUNTIME"])
-    if choose_backend(backend, engine_urls) == "docker":
+    chosen = choose_backend(backend, engine_urls)
+    if chosen == "docker":
         from sandboxes.docker import DockerBackend
 
         made: SandboxBackend = DockerBackend(config, engine_urls=engine_urls, image=image)
     else:
         from sandboxes.process import ProcessBackend
 
-        made = ProcessBackend(config)
+        unsafe = chosen == "unsafe-process"
+        made = ProcessBackend(config, isolation="unsafe" if unsafe else "auto")
     return SandboxPool(made, pool)

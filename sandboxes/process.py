@@ -1,20 +1,27 @@
 """Local-process deployment: the same supervisor and worker, without a container.
 
-Used automatically only when no Docker engine is reachable. Isolation is weaker and the
-class says so: each setting of :class:`SandboxConfig` it cannot enforce is named in a
-:class:`SandboxIsolationWarning` (once per process). What it does enforce:
+Used when no Docker engine is reachable. By default it is a real sandbox, built with
+bubblewrap (``bwrap``, Debian package ``bubblewrap``) on unprivileged user namespaces:
 
-- network, PID and IPC namespaces through ``unshare`` where the kernel allows it
-  (root, or unprivileged user namespaces); then reset kills every process the agent
-  started, and the network has only a down loopback;
-- as root, also a private mount namespace in which ``/`` is read-only except the
-  sandbox's own directory, and no capabilities (``setpriv``), so root cannot undo it
-  and RLIMIT_NPROC applies;
-- as root, a cgroup per sandbox with the ``pids_limit``, ``mem_limit`` and ``cpus`` that
-  Docker would set (:mod:`sandboxes.cgroups`);
-- otherwise rlimits on the worker: address space (``mem_limit``), processes
-  (``pids_limit``); always file size (``tmpfs_size``), no core dumps, ``no_new_privs``;
-- a private working directory and ``TMPDIR`` under a fresh temporary directory.
+- a mount namespace in which only the Python runtime, the allowed libraries
+  (``config.preload`` and what they need) and the supervisor's code are visible, all
+  read-only; the project, the rest of the venv, ``$HOME``, ``/root``, ``/etc`` and every host
+  socket directory do not exist there, so ``import agentgym`` fails inside;
+- private tmpfs mounts capped at ``tmpfs_size`` for the workdir and ``/tmp`` and at
+  ``shm_size`` for ``/dev/shm``;
+- new user, PID, network, IPC, UTS and cgroup namespaces, no ``/sys``, and a minimal
+  environment;
+- limits the sandbox cannot rewrite: as root, a cgroup per sandbox with the ``pids``,
+  memory and CPU limits Docker sets (its cgroup filesystem is not visible inside); as
+  any user, rlimits (``RLIMIT_NPROC`` counts the user's processes, the address space
+  stands in for memory when there is no cgroup);
+- each worker in namespaces of its own, capability-free and behind a syscall filter
+  (:mod:`sandboxes.runtime.confine`), so agent code cannot reach the supervisor.
+
+Where bubblewrap cannot run, the backend refuses to run agent code
+(:class:`SandboxIsolationError` says how to get Docker or bubblewrap), unless the caller
+opts in loudly with ``isolation="unsafe"`` (``AGENTGYM_SANDBOX=unsafe-process``): then the
+supervisor runs as a plain subprocess with rlimits only, and says so everywhere.
 """
 
 from __future__ import annotations
@@ -31,104 +38,186 @@ import sys
 import tempfile
 import warnings
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
 from sandboxes import cgroups
+from sandboxes.errors import SandboxConfigError
 from sandboxes.protocol import SandboxConfig, default_env, parse_size
-from sandboxes.reaper import remove_dead_sandbox_dirs, socket_root
+from sandboxes.reaper import remove_dead_sandbox_dirs, sandbox_root
 from sandboxes.runtime import wire
-from sandboxes.supervised import KEY_ENV, RUNTIME_DIR, SupervisedSandbox, runtime_digest
+from sandboxes.supervised import RUNTIME_DIR, SupervisedSandbox, runtime_digest
 
 __all__ = [
     "ProcessSandbox",
     "ProcessBackend",
     "SandboxIsolationWarning",
+    "SandboxIsolationError",
     "IsolationSupport",
     "isolation_support",
-    "namespace_support",
+    "allowed_site_entries",
 ]
 
-IsolationChoice = Literal["auto", "none"]
+IsolationChoice = Literal["auto", "unsafe"]
 _ADDRESS_SPACE_HEADROOM = 2 * 1024**3
 """RLIMIT_AS counts reserved, not resident, memory: numpy/pandas reserve about 1 GiB
 they never touch, so the limit is ``mem_limit`` plus this headroom."""
+_IN_RUNTIME = "/opt/agentgym"
+_IN_SITE = "/opt/site"
+_IN_OOM = "/run/agentgym-oom"
 
 
 class SandboxIsolationWarning(UserWarning):
-    """A sandbox setting could not be enforced by the chosen backend."""
+    """A sandbox runs with weaker isolation than asked for (the unsafe process mode)."""
 
 
-_CONFINE_ROOT = (
-    'd="$1"; shift; mount --bind "$d" "$d" && mount -o remount,bind,ro / && '
-    'exec setpriv --bounding-set=-all --inh-caps=-all --no-new-privs -- "$@"'
-)
-"""Run inside a fresh mount namespace as root: only the sandbox directory stays
-writable, and the supervisor runs with no capabilities at all (so it cannot remount,
-and RLIMIT_NPROC binds it)."""
+class SandboxIsolationError(SandboxConfigError):
+    """The process backend cannot isolate agent code on this machine, so it refuses.
+
+    Fix it by starting a Docker engine (``dockerd &``), installing bubblewrap
+    (``apt-get install bubblewrap``) where unprivileged user namespaces are allowed
+    (``sysctl kernel.unprivileged_userns_clone=1`` on some kernels), or — only for code you
+    trust — opting in to no isolation with ``AGENTGYM_SANDBOX=unsafe-process``.
+    """
 
 
 @dataclass(frozen=True)
 class IsolationSupport:
     """What the process backend can do on this machine (probed once per process)."""
 
-    prefix: tuple[str, ...]
-    """``unshare ...`` command prefix, or ``()`` without namespaces."""
-    confined_root: bool
-    """Root only: read-only ``/`` except the sandbox directory, and no capabilities."""
+    bwrap: str | None
+    """Path of a working bubblewrap, or None."""
     reason: str
-    """Why namespaces (or root confinement) are unavailable, for the warning."""
+    """Why isolation is impossible here ('' when it is possible)."""
 
     @property
-    def namespaces(self) -> bool:
-        return bool(self.prefix)
-
-    def wrap(self, sandbox_dir: str, argv: list[str]) -> list[str]:
-        if self.confined_root:
-            return [*self.prefix, "sh", "-c", _CONFINE_ROOT, "sh", sandbox_dir, *argv]
-        return [*self.prefix, *argv]
+    def level(self) -> str:
+        return "namespaces" if self.bwrap else "none"
 
 
-def _probe(argv: list[str]) -> str:
-    """'' if ``argv`` runs and exits 0, else why not."""
-    try:
-        probe = subprocess.run(argv, capture_output=True, timeout=10)
-    except (OSError, subprocess.SubprocessError) as e:
-        return f"`{argv[0]}` failed to run: {e}"
-    if probe.returncode != 0:
-        return probe.stderr.decode(errors="replace").strip() or f"exit {probe.returncode}"
-    return ""
+def allowed_site_entries(modules: tuple[str, ...]) -> dict[str, str]:
+    """Top-level site-packages entries of the distributions ``modules`` need.
+
+    Maps entry name (``numpy``, ``numpy.libs``, ``dateutil``, ...) to its host path: the
+    only third-party code the sandbox can import.
+    """
+    entries: dict[str, str] = {}
+    seen: set[str] = set()
+    todo = [m for m in modules]
+    while todo:
+        name = todo.pop()
+        key = name.lower().replace("_", "-")
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        root = Path(str(dist.locate_file("")))
+        for file in dist.files or []:
+            top = file.parts[0]
+            if top in ("..", "__pycache__") or top.endswith(".pth") or top.startswith("__editable__"):
+                continue
+            path = root / top
+            if path.exists():
+                entries[top] = str(path)
+        for requirement in dist.requires or []:
+            if "extra ==" in requirement:
+                continue
+            req_name = requirement.split(";")[0].strip()
+            for sep in "<>=!~[ (":
+                req_name = req_name.split(sep)[0]
+            if req_name:
+                todo.append(req_name)
+    return entries
+
+
+def _interpreter() -> tuple[str, str]:
+    """The base interpreter (not a venv's) and its prefix."""
+    prefix = sys.base_prefix
+    executable = os.path.realpath(sys.executable)
+    if sys.prefix != sys.base_prefix:
+        version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+        candidate = os.path.join(prefix, "bin", version)
+        executable = os.path.realpath(candidate if os.path.exists(candidate) else executable)
+    return executable, prefix
+
+
+def bwrap_argv(config: SandboxConfig, bwrap: str, *, oom_file: str | None = None) -> list[str]:
+    """The bubblewrap command line for one sandbox (everything but the command itself)."""
+    uid, _, gid = config.user.partition(":")
+    _, prefix = _interpreter()
+    argv = [
+        bwrap, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+        "--unshare-cgroup-try", "--die-with-parent", "--new-session",
+        "--uid", uid, "--gid", gid or uid, "--hostname", "sandbox",
+        "--ro-bind", "/usr", "/usr",
+    ]  # fmt: skip
+    for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        host = Path("/") / top
+        if host.is_symlink():
+            argv += ["--symlink", os.readlink(host), f"/{top}"]
+        elif host.is_dir():
+            argv += ["--ro-bind", str(host), f"/{top}"]
+    if not prefix.startswith("/usr/"):
+        argv += ["--ro-bind", prefix, prefix]
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    hidden = [site for site in (Path(prefix) / "lib" / version / "site-packages",
+                                Path("/usr/local/lib") / version / "dist-packages") if site.is_dir()]
+    for site in hidden:
+        argv += ["--tmpfs", str(site)]  # the interpreter's own packages stay out of reach
+    argv += ["--ro-bind", str(RUNTIME_DIR), _IN_RUNTIME]
+    for name, path in sorted(allowed_site_entries(config.preload).items()):
+        argv += ["--ro-bind", path, f"{_IN_SITE}/{name}"]
+    for etc in ("/etc/ld.so.cache", "/etc/localtime"):
+        argv += ["--ro-bind-try", etc, etc]
+    if oom_file:
+        argv += ["--ro-bind", oom_file, _IN_OOM]
+    argv += [
+        "--proc", "/proc", "--dev", "/dev",
+        "--size", str(parse_size(config.shm_size)), "--tmpfs", "/dev/shm",
+        "--size", str(parse_size(config.tmpfs_size)), "--tmpfs", "/tmp",
+        "--size", str(parse_size(config.tmpfs_size)), "--tmpfs", config.workdir,
+        "--chdir", config.workdir,
+    ]  # fmt: skip
+    # Read-only: the root bwrap builds, its /dev and the empty dirs over hidden packages (all
+    # tmpfs without a size); the capped tmpfs mounts above stay the only writable places.
+    for path in ["/", "/dev", *map(str, hidden)]:
+        argv += ["--remount-ro", path]
+    return argv
+
+
+_PROBE = (
+    "import ctypes, os, sys\n"
+    "sys.path.insert(0, '/opt/agentgym')\n"
+    "import confine\n"
+    "confine.unshare_worker_namespaces()\n"
+    "pid = os.fork()\n"
+    "if pid == 0:\n"
+    "    confine.drop_capabilities()\n"
+    "    os._exit(0)\n"
+    "os._exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
+)
 
 
 @functools.lru_cache(maxsize=1)
 def isolation_support() -> IsolationSupport:
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        return IsolationSupport((), False, "the `unshare` program (util-linux) is not installed")
-    common = ["--net", "--pid", "--fork", "--kill-child", "--mount-proc", "--ipc"]
-    reason = ""
-    if os.geteuid() == 0:
-        confined = IsolationSupport((unshare, "--mount", "--propagation", "private", *common), True, "")
-        if shutil.which("setpriv") is None:
-            reason = "`setpriv` is not installed"
-        else:
-            with tempfile.TemporaryDirectory() as probe_dir:
-                reason = _probe(confined.wrap(probe_dir, ["true"]))
-            if not reason:
-                return confined
-        plain = [unshare, *common]
-    else:
-        plain = [unshare, "--user", "--map-root-user", *common]
-    failure = _probe([*plain, "true"])
-    if failure:
-        return IsolationSupport((), False, f"`{' '.join(plain)} true` failed: {failure}")
-    return IsolationSupport(tuple(plain), False, reason and f"root confinement failed: {reason}")
-
-
-def namespace_support() -> tuple[tuple[str, ...], str]:
-    """The ``unshare`` prefix that works here (or ``()``) and why namespaces do not."""
-    support = isolation_support()
-    return support.prefix, support.reason
+    """Whether bubblewrap runs here, with a worker's nested namespaces inside it."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return IsolationSupport(None, "bubblewrap (`bwrap`) is not installed")
+    python, _ = _interpreter()
+    argv = [*bwrap_argv(SandboxConfig(), bwrap), python, "-I", "-S", "-c", _PROBE]
+    try:
+        probe = subprocess.run(argv, capture_output=True, timeout=30, env={"PATH": "/usr/bin:/bin"})
+    except (OSError, subprocess.SubprocessError) as e:
+        return IsolationSupport(None, f"`bwrap` failed to run: {e}")
+    if probe.returncode != 0:
+        why = probe.stderr.decode(errors="replace").strip()[-500:] or f"exit status {probe.returncode}"
+        return IsolationSupport(None, f"`bwrap` could not build the sandbox: {why}")
+    return IsolationSupport(bwrap, "")
 
 
 def _warn_once(message: str) -> None:
@@ -140,40 +229,16 @@ def _warn_once(message: str) -> None:
 _warned: set[str] = set()
 
 
-def _unenforced(config: SandboxConfig, support: IsolationSupport, *, cgroup: bool) -> list[str]:
-    """Settings of ``config`` this backend cannot enforce, each with the reason."""
-    missing = []
-    root = os.geteuid() == 0
-    if config.network == "none" and not support.namespaces:
-        missing.append("network='none' (no network namespace)")
-    if config.read_only_root and not support.confined_root:
-        missing.append("read_only_root (the host filesystem is writable where the user may write)")
-    if root:
-        how = "without capabilities" if support.confined_root else "with its capabilities"
-        missing.append(f"user={config.user!r} (runs as root {how}: the interpreter may be unreadable to others)")
-        if not support.confined_root:
-            missing.append("cap_drop_all (root keeps its capabilities)")
-        if not cgroup:
-            missing.append("pids_limit (root ignores RLIMIT_NPROC and no cgroup could be made)")
-    else:
-        missing.append(f"user={config.user!r} (runs as the calling user)")
-    if not cgroup:
-        missing.append(f"cpus={config.cpus} (no CPU quota outside cgroups)")
-        missing.append("mem_limit as a resident limit (enforced as an address-space rlimit)")
-    missing.append(f"tmpfs_size={config.tmpfs_size!r} (enforced per file, as a file-size rlimit)")
-    return missing
-
-
 class ProcessSandbox(SupervisedSandbox):
-    """A sandbox whose supervisor is a local subprocess.
+    """A sandbox whose supervisor is a local subprocess, confined by bubblewrap.
 
     Args:
-        config: isolation and resource settings; unenforceable ones raise a warning.
-        isolation: ``"auto"`` uses namespaces when ``unshare`` works; ``"none"`` never.
-        python: interpreter for the supervisor and worker (default: this one, so the
-            worker imports the host's numpy and pandas).
-        base_dir: where per-sandbox directories go (default: this process's directory
-            under ``$TMPDIR/agentgym-sandboxes``, which the reaper cleans up).
+        config: isolation and resource settings (``network`` must be ``"none"``).
+        isolation: ``"auto"`` confines with bubblewrap and raises
+            :class:`SandboxIsolationError` where that is impossible; ``"unsafe"`` runs
+            agent code unconfined, for code you trust, with a warning.
+        base_dir: where the per-sandbox directory (the supervisor's log) goes; default a
+            directory of this process under the per-user ``$TMPDIR/agentgym-<uid>``.
     """
 
     def __init__(
@@ -181,17 +246,20 @@ class ProcessSandbox(SupervisedSandbox):
         config: SandboxConfig | None = None,
         *,
         isolation: IsolationChoice = "auto",
-        python: str | None = None,
         base_dir: str | None = None,
     ) -> None:
         super().__init__(config)
+        if isolation not in ("auto", "unsafe"):
+            raise SandboxConfigError(f"Expected isolation 'auto' or 'unsafe', actual value: {isolation!r}")
+        if self.config.network != "none" and isolation == "auto":
+            raise SandboxConfigError(
+                f"Expected network='none' for the process backend (it has no network to give), "
+                f"actual value: {self.config.network!r}; use the Docker backend"
+            )
         self.isolation = isolation
-        self.python = python or sys.executable
         self.base_dir = base_dir
         self._proc: subprocess.Popen | None = None
         self._dir: Path | None = None
-        self._namespaced = False
-        self._support: IsolationSupport | None = None
         self._cgroup: cgroups.SandboxCgroup | None = None
         self._stream: PipeStream | None = None
 
@@ -201,71 +269,96 @@ class ProcessSandbox(SupervisedSandbox):
 
     @property
     def workdir(self) -> str:
-        return str(self._dir / "work") if self._dir else ""
+        if self.isolation == "unsafe":
+            return str(self._dir / "work") if self._dir else ""
+        return self.config.workdir
+
+    @property
+    def isolation_level(self) -> str:
+        """``namespaces`` (bubblewrap) or ``none`` (the unsafe opt-in)."""
+        return "none" if self.isolation == "unsafe" else "namespaces"
 
     async def _launch(self, key: str) -> "PipeStream":
-        support = isolation_support() if self.isolation == "auto" else IsolationSupport((), False, "isolation='none'")
-        self._support = support
-        self._namespaced = support.namespaces
-        self._dir = Path(tempfile.mkdtemp(prefix="p-", dir=self.base_dir or socket_root()))
+        support = await asyncio.to_thread(isolation_support)
+        if self.isolation == "auto" and support.bwrap is None:
+            raise SandboxIsolationError(
+                f"The process sandbox cannot isolate agent code here: {support.reason}. Start a "
+                "Docker engine, or install bubblewrap (`apt-get install bubblewrap`); to run "
+                "trusted code unconfined anyway, set AGENTGYM_SANDBOX=unsafe-process."
+            )
+        if self.isolation == "unsafe":
+            _warn_once(
+                "AGENTGYM_SANDBOX=unsafe-process: agent code runs UNCONFINED as this user, with "
+                "this user's files, sockets and network namespace. Use it only for trusted code."
+            )
+        self._dir = Path(tempfile.mkdtemp(prefix="p-", dir=self.base_dir or sandbox_root()))
         self._cgroup = cgroups.create(
-            self._dir.name,
-            pids=self.config.pids_limit + 2,  # + the `sh` and `unshare` in front
+            cgroups.name_for(self._dir),
+            pids=self.config.pids_limit + 4,  # + sh, bwrap and its init in front
             memory_bytes=self.config.mem_limit_bytes,
             cpus=self.config.cpus,
         )
-        missing = _unenforced(self.config, support, cgroup=self._cgroup is not None)
-        if missing:
-            _warn_once(
-                "ProcessSandbox does not enforce: " + "; ".join(missing)
-                + ". Use DockerSandbox (start a Docker engine) for full isolation."
-            )
-        for sub in ("work", "tmp"):
-            (self._dir / sub).mkdir()
-        argv = support.wrap(str(self._dir), self._supervisor_argv())
+        oom = str(self._cgroup.oom_events) if self._cgroup and self._cgroup.oom_events else None
+        if self.isolation == "unsafe":
+            for sub in ("work", "tmp"):
+                (self._dir / sub).mkdir()
+            argv = [sys.executable, "-E", "-s", str(RUNTIME_DIR / "supervisor.py"), *self._supervisor_args(oom)]
+            cwd = self.workdir
+        else:
+            python, _ = _interpreter()
+            argv = [*bwrap_argv(self.config, support.bwrap, oom_file=oom), python, "-I", "-S",
+                    f"{_IN_RUNTIME}/supervisor.py", *self._supervisor_args(_IN_OOM if oom else None)]
+            cwd = str(self._dir)
         if self._cgroup is not None:
             argv = [*self._cgroup.join_prefix(), *argv]
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **default_env(self.config)}
+        env = {"PATH": "/usr/bin:/bin", **default_env(self.config)}
         env["HOME"] = self.workdir
-        env[KEY_ENV] = key
-        with open(self._dir / "supervisor.log", "ab") as log:
-            self._proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                env=env,
-                cwd=self.workdir,
-                start_new_session=True,
-            )
+        # The key goes through a pipe, not the environment: /proc/<pid>/environ keeps the
+        # original environment of bwrap and the supervisor for their whole lives.
+        key_r, key_w = os.pipe()
+        os.write(key_w, key.encode())
+        os.close(key_w)
+        argv = [*argv, "--key-fd", str(key_r)]
+        try:
+            with open(self._dir / "supervisor.log", "ab") as log:
+                self._proc = subprocess.Popen(
+                    argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                    env=env, cwd=cwd, start_new_session=True, pass_fds=(key_r,),
+                )  # fmt: skip
+        finally:
+            os.close(key_r)
         self._stream = await PipeStream.open(self._proc)
         return self._stream
 
-    def _supervisor_argv(self) -> list[str]:
+    def _supervisor_args(self, oom_file: str | None) -> list[str]:
         c = self.config
-        rlimits: dict[str, Any] = {"fsize": parse_size(c.tmpfs_size), "core": 0}
+        unsafe = self.isolation == "unsafe"
+        rlimits: dict[str, Any] = {"core": 0}
+        if unsafe:
+            rlimits["fsize"] = parse_size(c.tmpfs_size)  # no tmpfs: a per-file cap at least
         if self._cgroup is None:
             rlimits["as"] = c.mem_limit_bytes + _ADDRESS_SPACE_HEADROOM
         if os.geteuid() != 0:
-            # RLIMIT_NPROC counts every process of the user, so allow for those running now
+            # RLIMIT_NPROC counts every process of the user, so allow for those running now.
+            # (Root is exempt from it by the kernel; there the cgroup's pids limit binds.)
             rlimits["nproc"] = c.pids_limit + _user_process_count()
-        argv = [
-            self.python, "-E", "-s", str(RUNTIME_DIR / "supervisor.py"),
+        args = [
             "--workdir", self.workdir,
-            "--tmpdir", str(self._dir / "tmp"),
+            "--tmpdir", str(self._dir / "tmp") if unsafe else "/tmp",
             "--preload", ",".join(c.preload),
             "--output-limit", str(c.output_limit_bytes),
             "--value-limit", str(c.value_limit_bytes),
             "--default-timeout", str(c.default_timeout_s),
             "--grace", str(c.grace_s),
             "--rlimits", json.dumps(rlimits),
-            "--cleanup-dir", str(self._dir),
         ]  # fmt: skip
-        if self._cgroup is not None and self._cgroup.oom_events is not None:
-            argv += ["--oom-file", str(self._cgroup.oom_events)]
-        if self._namespaced:
-            argv.append("--kill-all")  # safe: the supervisor is alone in its PID namespace
-        return argv
+        if unsafe:
+            args += ["--cleanup-dir", str(self._dir)]
+        else:
+            args += ["--site", _IN_SITE, "--isolate-worker", "--scrub", "/dev/shm"]
+        if oom_file:
+            args += ["--oom-file", oom_file]
+        return args
 
     def _alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
@@ -281,8 +374,7 @@ class ProcessSandbox(SupervisedSandbox):
 
     def describe(self) -> dict[str, Any]:
         info = super().describe()
-        info["namespaces"] = self._namespaced
-        info["confined_root"] = self._support.confined_root if self._support else False
+        info["isolation"] = self.isolation_level
         info["cgroup"] = self._cgroup is not None
         return info
 
@@ -376,22 +468,27 @@ class ProcessBackend:
         self.config = config or SandboxConfig()
         self.sandbox_kwargs = sandbox_kwargs
 
+    @property
+    def isolation_level(self) -> str:
+        return "none" if self.sandbox_kwargs.get("isolation") == "unsafe" else "namespaces"
+
     async def create(self) -> ProcessSandbox:
         sandbox = ProcessSandbox(self.config, **self.sandbox_kwargs)
         return await sandbox.start()
 
     async def remove_orphans(self) -> int:
-        """Process sandboxes exit on their own when their host goes away (no host
-        connected for a minute); this removes the directories of dead hosts."""
-        return await asyncio.to_thread(remove_dead_sandbox_dirs)
+        """Process sandboxes exit with their host (their stdin closes); this removes the
+        directories and cgroups that dead hosts left."""
+        dirs = await asyncio.to_thread(remove_dead_sandbox_dirs)
+        groups = await asyncio.to_thread(cgroups.reap_dead)
+        return dirs + groups
 
     def describe(self) -> dict[str, Any]:
         return {
             "backend": self.name,
+            "isolation": self.isolation_level,
             "versions": _library_versions(self.config.preload),
             "runtime": runtime_digest(),
-            "namespaces": isolation_support().namespaces,
-            "confined_root": isolation_support().confined_root,
             "config": self.config.fingerprint(),
         }
 

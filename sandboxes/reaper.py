@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import stat
 import signal
 import socket
 import tempfile
@@ -25,6 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from sandboxes.errors import SandboxConfigError
 from sandboxes.engine import connect, default_engine_url
 
 __all__ = [
@@ -34,7 +36,7 @@ __all__ = [
     "owner_alive",
     "reap_orphans",
     "register_engine",
-    "socket_root",
+    "sandbox_root",
     "remove_dead_sandbox_dirs",
 ]
 
@@ -71,25 +73,43 @@ def owner_alive(owner: str) -> bool | None:
     return _start_time(int(pid_text)) == started
 
 
-_SANDBOX_DIRS = Path(tempfile.gettempdir()) / "agentgym-sandboxes"
+def _sandbox_dirs() -> Path:
+    return Path(tempfile.gettempdir()) / f"agentgym-{os.getuid()}"
 
 
-def socket_root() -> Path:
-    """This process's directory for sandbox sockets and work dirs (``<pid>_<start>``,
-    short enough for Unix socket paths); the reaper removes those of dead processes."""
-    _SANDBOX_DIRS.mkdir(mode=0o711, exist_ok=True)
+def sandbox_root() -> Path:
+    """This process's directory for sandbox files (``<pid>_<start>``), inside a per-user
+    ``$TMPDIR/agentgym-<uid>`` that must be private; the reaper removes those of dead
+    processes.
+
+    Raises:
+        SandboxConfigError: the per-user directory belongs to someone else or is open to
+            others (someone could plant files in it).
+    """
+    base = _sandbox_dirs()
+    try:
+        base.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    st = base.lstat()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise SandboxConfigError(
+            f"Expected {base} to be a directory owned by uid {os.getuid()} with mode 0700, actual: "
+            f"owner {st.st_uid}, mode {stat.S_IMODE(st.st_mode):o}; remove it (or set TMPDIR elsewhere)"
+        )
     _, pid, started = owner_id().split(":")
-    mine = _SANDBOX_DIRS / f"{pid}_{started}"
-    mine.mkdir(mode=0o711, exist_ok=True)
+    mine = base / f"{pid}_{started}"
+    mine.mkdir(mode=0o700, exist_ok=True)
     return mine
 
 
 def remove_dead_sandbox_dirs() -> int:
     """Remove sandbox directories left by dead processes of this host; return how many."""
-    if not _SANDBOX_DIRS.is_dir():
+    base = _sandbox_dirs()
+    if not base.is_dir():
         return 0
     removed = 0
-    for entry in _SANDBOX_DIRS.iterdir():
+    for entry in base.iterdir():
         pid, _, started = entry.name.partition("_")
         if owner_alive(f"{socket.gethostname()}:{pid}:{started}") is False:
             shutil.rmtree(entry, ignore_errors=True)
@@ -205,7 +225,7 @@ def remove_own_containers() -> list[str]:
             pass
         finally:
             client.close()
-    shutil.rmtree(socket_root(), ignore_errors=True)
+    shutil.rmtree(sandbox_root(), ignore_errors=True)
     return removed
 
 

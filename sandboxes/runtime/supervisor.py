@@ -355,6 +355,8 @@ class Supervisor:
             "workdir": args.workdir,
             "rlimits": json.loads(args.rlimits),
             "user": [self.user.uid, self.user.gid] if self.user.uid is not None else None,
+            "isolate": args.isolate_worker,
+            "path": [p for p in args.site.split(",") if p],
         }
         self.env = dict(os.environ)
         self.env["TMPDIR"] = args.tmpdir
@@ -478,7 +480,18 @@ class Supervisor:
     def kill_processes(self) -> None:
         """Kill the worker and everything it started (the zygote survives)."""
         w = self.worker
-        if self.user.uid is not None:
+        if self.args.isolate_worker:
+            # The worker is PID 1 of its own namespace: killing it kills everything inside.
+            if w is not None and w.pid:
+                try:
+                    os.kill(w.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            end = time.monotonic() + 5
+            while time.monotonic() < end and self.stray_pids():
+                self.reap_children()
+                time.sleep(0.0005)
+        elif self.user.uid is not None:
             # Everything agent code can start runs as the sandbox uid, and nothing else does.
             # Kill what is there, wait for it to be gone, look again (for what it forked).
             for _ in range(1000):
@@ -728,10 +741,18 @@ class Supervisor:
         objects = _ipc_objects()
         if objects:
             found.append(f"{len(objects)} SysV IPC objects")
-        pids = self.user.pids()
+        pids = self.stray_pids() if self.args.isolate_worker else self.user.pids()
         if pids:
-            found.append(f"{len(pids)} processes of the sandbox user")
+            found.append(f"{len(pids)} processes of agent code")
         return found
+
+    def stray_pids(self) -> list:
+        """Live processes other than the init, this supervisor and the zygote."""
+        keep = {1, os.getpid(), os.getppid()}
+        if self.zygote is not None:
+            keep.add(self.zygote.pid)
+        return [int(p) for p in os.listdir("/proc")
+                if p.isdigit() and int(p) not in keep and _process_state(int(p)) not in ("Z", "X")]
 
     def op_upload(self, req: dict, payload: bytes) -> tuple:
         path = self.resolve(req["path"])
@@ -912,6 +933,10 @@ def parse_args(argv: list) -> argparse.Namespace:
     p.add_argument("--kill-all", action="store_true", help="reset with kill(-1): only in a PID namespace")
     p.add_argument("--drop-user", default="", help="uid:gid to switch to after start (process backend as root)")
     p.add_argument("--sandbox-user", default="", help="uid:gid agent code runs as (supervisor started as root)")
+    p.add_argument("--key-fd", type=int, default=-1, help="read the per-sandbox key from this descriptor")
+    p.add_argument("--site", default="", help="comma-separated directories the worker adds to sys.path")
+    p.add_argument("--isolate-worker", action="store_true",
+                   help="run each worker in its own user/PID/IPC namespaces, capability-free (process backend)")
     p.add_argument("--scrub", default="", help="comma-separated extra directories a reset empties (/dev/shm)")
     p.add_argument("--oom-file", default="", help="cgroup file with the oom_kill counter")
     p.add_argument("--cleanup-dir", default="", help="directory to remove when the supervisor exits")
@@ -930,6 +955,9 @@ def main(argv: list | None = None) -> None:
         os.setgroups([])
     _prctl(4, 0)  # PR_SET_DUMPABLE = 0: /proc/<pid>/mem, environ, fd stay root's alone
     key = os.environ.pop(KEY_ENV, "").encode()
+    if args.key_fd >= 0:  # the process backend: never in an environment block at all
+        with os.fdopen(args.key_fd, "rb") as f:
+            key = f.read().strip()
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     supervisor = Supervisor(args)
     supervisor.key = key

@@ -190,7 +190,8 @@ def become_worker(options: dict, hello: dict) -> None:
     CTRL_IN, CTRL_OUT = options["ctrl_in"], options["ctrl_out"]
     _set_oom_score(1000)  # the kernel should kill this process, not the supervisor
     _flush()
-    _write_frame({**hello, "pid": os.getpid(), "pgid": os.getpgid(0)})
+    pid = options.get("outer_pid") or os.getpid()  # as the supervisor numbers it
+    _write_frame({**hello, "pid": pid, "pgid": os.getpgid(0) if pid == os.getpid() else pid})
     serve(options)
 
 
@@ -209,6 +210,18 @@ def _become_sandbox_user(user: list | None) -> None:
     os.setresuid(uid, uid, uid)
     if os.getuid() != uid or os.geteuid() != uid:
         os._exit(70)
+
+
+def _confine_worker(options: dict) -> None:
+    """As PID 1 of a fresh namespace set (process backend): note the pid the supervisor
+    knows us by, then give up every capability and install the syscall filter."""
+    import confine
+
+    options["outer_pid"] = confine.outer_pid()
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(128 + signal.SIGTERM))  # PID 1 ignores
+    confine.drop_capabilities()  # unhandled signals from inside its own namespace otherwise
+    if confine.syscall_filter_supported():
+        confine.install_syscall_filter()
 
 
 def _reseed() -> None:
@@ -260,8 +273,14 @@ def zygote(options: dict, hello: dict) -> None:
             try:
                 sock.close()
                 os.setsid()
+                if options.get("isolate"):
+                    import confine
+
+                    confine.unshare_worker_namespaces()  # the next child is PID 1 in its own namespace
                 if os.fork():
                     os._exit(0)
+                if options.get("isolate"):
+                    _confine_worker(options)
                 ctrl_in, ctrl_out, out_w, err_w = fds
                 os.dup2(out_w, 1)
                 os.dup2(err_w, 2)
@@ -285,6 +304,7 @@ def main() -> None:
     _harden()
     if "zygote_fd" not in options:
         _apply_limits(options.get("rlimits", {}))  # a zygote's workers apply them after fork
+    sys.path.extend(options.get("path") or [])  # the allowed libraries (process backend)
     if options.get("workdir"):
         os.chdir(options["workdir"])
     versions, errors = _preload(options.get("preload", []))

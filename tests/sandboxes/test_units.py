@@ -186,7 +186,7 @@ def test_runtime_is_stdlib_only():
 
     from sandboxes.supervised import RUNTIME_DIR
 
-    allowed = set(sys.stdlib_module_names) | {"wire", "headtail"}
+    allowed = set(sys.stdlib_module_names) | {"wire", "headtail", "confine"}
     for path in Path(RUNTIME_DIR).glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
@@ -199,10 +199,27 @@ def test_runtime_is_stdlib_only():
 
 
 def test_reaper_removes_sandbox_dirs_of_dead_processes_only():
-    from sandboxes.reaper import _SANDBOX_DIRS, remove_dead_sandbox_dirs, socket_root
+    from sandboxes.reaper import _sandbox_dirs, remove_dead_sandbox_dirs, sandbox_root
 
-    mine = socket_root()
-    dead = _SANDBOX_DIRS / "999999999_1"
+    mine = sandbox_root()
+    dead = _sandbox_dirs() / "999999999_1"
     (dead / "p-x").mkdir(parents=True, exist_ok=True)
     assert remove_dead_sandbox_dirs() >= 1
     assert not dead.exists() and mine.exists()
+
+
+def test_the_per_user_sandbox_directory_must_be_private(tmp_path, monkeypatch):
+    import os
+
+    from sandboxes import SandboxConfigError
+    from sandboxes.reaper import sandbox_root
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    root = sandbox_root()
+    assert (root.parent.stat().st_mode & 0o777) == 0o700 and root.parent.stat().st_uid == os.getuid()
+    os.chmod(root.parent, 0o711)  # what an older version (or another user) left behind
+    with pytest.raises(SandboxConfigError, match="mode 0700"):
+        sandbox_root()

@@ -1,0 +1,147 @@
+"""Confining a worker inside the process backend's sandbox (stdlib and ctypes only).
+
+In a container, agent code is kept from the supervisor by a different uid. The process
+backend runs everything under bubblewrap as one unprivileged uid, so a worker is kept
+from the supervisor and the zygote by namespaces instead:
+
+- a new user, PID and IPC namespace per worker: the supervisor's and zygote's pids do not
+  exist in the worker's PID namespace, so it cannot signal them; both are non-dumpable
+  and the worker holds no capability in their user namespace, so it cannot trace them or
+  read their ``/proc/<pid>/mem``; and every SysV IPC object it makes dies with it;
+- no capabilities at all afterwards (effective, permitted, inheritable, bounding), and a
+  uid that is not root in its namespace, so ``exec`` gives none back;
+- a seccomp filter that refuses new namespaces, mounts and kernel keyrings: without it a
+  fresh user namespace would let agent code mount an unbounded tmpfs, and the per-uid
+  keyring would carry data into the next episode.
+
+Everything is Linux- and (for the syscall filter) x86_64-specific; :func:`syscall_filter_supported`
+says whether the filter can be installed here.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import struct
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+_NAMESPACE_FLAGS = 0x7E020000 | 0x00000080  # every CLONE_NEW* flag, CLONE_NEWTIME included
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def unshare_worker_namespaces() -> None:
+    """New user, PID and IPC namespaces; the caller's uid keeps its number inside.
+
+    The caller must fork afterwards: its next child is PID 1 of the new PID namespace.
+    """
+    uid, gid = os.getuid(), os.getgid()
+    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWIPC), "unshare")
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"{uid} {uid} 1")
+    _write("/proc/self/gid_map", f"{gid} {gid} 1")
+
+
+def outer_pid() -> int:
+    """This process's pid in the PID namespace of the ``/proc`` it sees (the supervisor's)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("NSpid:"):
+                return int(line.split()[1])
+    return os.getpid()
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def drop_capabilities() -> None:
+    """Drop every capability from every set, the bounding set first (it needs SETPCAP)."""
+    PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
+    for cap in range(64):
+        if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == 22:
+            break  # EINVAL: past the last capability this kernel knows
+    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+    data = (_CapData * 2)()
+    _check(_libc.capset(ctypes.byref(header), data), "capset")
+
+
+# x86_64 syscall numbers refused by the filter.
+_DENIED_X86_64 = {
+    "unshare": 272, "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161,
+    "add_key": 248, "request_key": 249, "keyctl": 250, "bpf": 321, "perf_event_open": 298,
+    "userfaultfd": 323, "io_uring_setup": 425, "open_tree": 428, "move_mount": 429, "fsopen": 430,
+    "fsconfig": 431, "fsmount": 432,
+}
+_CLONE, _CLONE3 = 56, 435
+_AUDIT_ARCH_X86_64 = 0xC000003E
+_X32_BIT = 0x40000000
+
+
+def syscall_filter_supported() -> bool:
+    return platform.system() == "Linux" and platform.machine() in ("x86_64", "AMD64")
+
+
+def _bpf(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
+    return struct.pack("=HBBI", code, jt, jf, k)
+
+
+def _filter_program() -> bytes:
+    LD_W_ABS, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06
+    ALLOW, EPERM, ENOSYS = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
+    KILL = 0x80000000  # SECCOMP_RET_KILL_PROCESS: a foreign architecture's syscall
+    denied = sorted(_DENIED_X86_64.values())
+    prog = [
+        _bpf(LD_W_ABS, 4),                                   # arch
+        _bpf(JEQ, _AUDIT_ARCH_X86_64, 1, 0),
+        _bpf(RET, KILL),
+        _bpf(LD_W_ABS, 0),                                   # syscall number
+        _bpf(JGE, _X32_BIT, 0, 1),                           # x32 ABI aliases: refuse
+        _bpf(RET, EPERM),
+        _bpf(JEQ, _CLONE3, 0, 1),                            # clone3: glibc falls back to clone
+        _bpf(RET, ENOSYS),
+    ]
+    for nr in denied:
+        prog += [_bpf(JEQ, nr, 0, 1), _bpf(RET, EPERM)]
+    prog += [
+        _bpf(JEQ, _CLONE, 0, 3),
+        _bpf(LD_W_ABS, 16),                                  # clone flags (low 32 bits of arg 0)
+        _bpf(JSET, _NAMESPACE_FLAGS, 0, 1),
+        _bpf(RET, EPERM),
+        _bpf(RET, ALLOW),
+    ]
+    return b"".join(prog)
+
+
+def install_syscall_filter() -> None:
+    """Refuse new namespaces, mounts and keyrings from now on (needs no_new_privs)."""
+    code = _filter_program()
+    n = len(code) // 8
+    buf = ctypes.create_string_buffer(code, len(code))
+
+    class _Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    prog = _Prog(n, ctypes.cast(buf, ctypes.c_void_p))
+    PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp")
