@@ -1,30 +1,75 @@
 """The ``agentgym`` command line. Heavy imports happen inside each verb, so
-``agentgym envs`` starts fast and ``agentgym train`` is the only verb that needs torch."""
+``agentgym envs`` starts fast and ``agentgym train`` is the only verb that needs torch.
+
+A user's mistake (an unknown env id or kwarg, a count out of range, a bad data file) is
+one line on stderr and exit code 2, checked before anything runs: never a traceback, and
+never an episode that fails later and is reported as an infrastructure failure.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Optional
+from collections.abc import Callable
+from typing import Annotated, Any, NoReturn, Optional
 
 import typer
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Gymnasium environments for tool-using LLM agents.")
 
+USAGE_ERROR = 2
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean the user asked for something wrong (imported only on failure)."""
+    import gymnasium
+
+    from agentgym.errors import ConfigError, InvalidOptionError
+    from agentgym.multi_agent.errors import UnknownTeamEnvError
+    from tasks.search import CorpusFormatError, QAFormatError
+
+    return (ConfigError, InvalidOptionError, UnknownTeamEnvError, CorpusFormatError, QAFormatError,
+            FileNotFoundError, IsADirectoryError, NotADirectoryError, gymnasium.error.Error)
+
+
+def _run(command: Callable[[], int]) -> NoReturn:
+    """Run a verb and exit with its code; a user error is one line on stderr and exit 2."""
+    try:
+        code = command()
+    except Exception as e:
+        if not isinstance(e, _user_errors()):
+            raise
+        typer.echo(f"error: {' '.join(str(e).split())}", err=True)
+        raise typer.Exit(USAGE_ERROR) from None
+    raise typer.Exit(code)
+
 
 def _parse_kwargs(pairs: list[str]) -> dict[str, object]:
     """``key=value`` pairs; values are read as JSON when they parse, else as strings."""
+    from agentgym.errors import ConfigError
+
     out: dict[str, object] = {}
     for pair in pairs:
-        if "=" not in pair:
-            raise typer.BadParameter(f"expected key=value, got {pair!r}")
-        key, value = pair.split("=", 1)
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"Expected --kwarg key=value (e.g. -k difficulty=2), actual value: {pair!r}")
         try:
             out[key] = json.loads(value)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON: the plain string
             out[key] = value
     return out
+
+
+def _check_env(env_id: str, pairs: list[str] | None = None, *, multi_agent: bool = True) -> dict[str, Any]:
+    """The env kwargs of ``pairs``, once the id and kwargs are known to be valid."""
+    import agentgym  # noqa: F401 - registers the envs
+    from agentgym.envs import check_env_id, check_env_kwargs
+
+    check_env_id(env_id, multi_agent=multi_agent)
+    kwargs = _parse_kwargs(pairs or [])
+    check_env_kwargs(env_id, kwargs)
+    return kwargs
 
 
 @app.command()
@@ -32,7 +77,7 @@ def envs() -> None:
     """List the registered environments and their tools."""
     from agentgym.commands.run import envs_command
 
-    raise typer.Exit(envs_command())
+    _run(envs_command)
 
 
 @app.command()
@@ -48,7 +93,7 @@ def run(
     """Run episodes with a policy and print success, episodes/s and tool telemetry."""
     from agentgym.commands.run import run_command
 
-    raise typer.Exit(run_command(env_id, policy, episodes, concurrency, seed, _parse_kwargs(kwarg or []), json_out))
+    _run(lambda: run_command(env_id, policy, episodes, concurrency, seed, _check_env(env_id, kwarg), json_out))
 
 
 @app.command()
@@ -60,7 +105,7 @@ def play(
     """Act as the agent yourself: type actions, see observations. End input with an empty line."""
     from agentgym.commands.run import play_command
 
-    raise typer.Exit(play_command(env_id, seed, _parse_kwargs(kwarg or [])))
+    _run(lambda: play_command(env_id, seed, _check_env(env_id, kwarg, multi_agent=False)))
 
 
 @app.command("build-image")
@@ -68,7 +113,7 @@ def build_image(force: Annotated[bool, typer.Option(help="rebuild even if the re
     """Build the sandbox image locally (mmdebstrap rootfs -> docker import)."""
     from agentgym.commands.sandbox import build_image_command
 
-    raise typer.Exit(build_image_command(force=force))
+    _run(lambda: build_image_command(force=force))
 
 
 @app.command()
@@ -76,16 +121,24 @@ def reap() -> None:
     """Remove sandbox containers whose owner process is gone."""
     from agentgym.commands.sandbox import reap_command
 
-    raise typer.Exit(reap_command())
+    _run(reap_command)
 
 
 @app.command("serve-retriever")
-def serve_retriever(host: str = "127.0.0.1", port: int = 8000,
-                    corpus: Annotated[Optional[str], typer.Option(help="corpus jsonl (default: bundled)")] = None) -> None:
-    """Serve the search index over HTTP (Search-R1 compatible POST /retrieve)."""
+def serve_retriever(
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    corpus: Annotated[Optional[str], typer.Option(help="corpus jsonl (default: bundled)")] = None,
+    read_timeout: Annotated[float, typer.Option(help="seconds a client has to send one request")] = 10.0,
+    max_in_flight_mib: Annotated[int, typer.Option(help="MiB of requests and replies held at once (429 beyond)")] = 128,
+    max_connections: Annotated[int, typer.Option(help="open connections at once (429 beyond)")] = 512,
+) -> None:
+    """Serve the search index over HTTP (Search-R1 compatible POST /retrieve), in bounded memory."""
     from agentgym.commands.retriever import serve_retriever_command
+    from agentgym.retrieval import ServiceLimits
 
-    raise typer.Exit(serve_retriever_command(host=host, port=port, corpus=corpus))
+    _run(lambda: serve_retriever_command(host=host, port=port, corpus=corpus, limits=ServiceLimits(
+        read_timeout_s=read_timeout, max_bytes_in_flight=max_in_flight_mib << 20, max_connections=max_connections)))
 
 
 @app.command()
@@ -101,7 +154,11 @@ def stress(
     """Run episodes under load, adversarial actions and injected faults; fail on broken guarantees."""
     from agentgym.commands.readiness import stress_command
 
-    raise typer.Exit(stress_command(env_id, episodes, concurrency, faults, adversarial, seed, json_out))
+    def checked() -> int:
+        _check_env(env_id)
+        return stress_command(env_id, episodes, concurrency, faults, adversarial, seed, json_out)
+
+    _run(checked)
 
 
 @app.command("audit-reward")
@@ -109,7 +166,11 @@ def audit_reward(env_id: str, tasks: int = 20, seed: int = 0) -> None:
     """Run the reward-hacking kit against an env's scorer; fail on any leak."""
     from agentgym.commands.readiness import audit_reward_command
 
-    raise typer.Exit(audit_reward_command(env_id, tasks, seed))
+    def checked() -> int:
+        _check_env(env_id)
+        return audit_reward_command(env_id, tasks, seed)
+
+    _run(checked)
 
 
 @app.command()

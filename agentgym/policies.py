@@ -6,6 +6,7 @@ A policy maps ``(env, observation, info)`` to an action; it may be a coroutine f
 
 from __future__ import annotations
 
+import difflib
 from typing import Any, Awaitable, Callable, Union
 
 import numpy as np
@@ -35,7 +36,9 @@ def get_policy(name: str) -> Policy:
     try:
         return _POLICIES[name]
     except KeyError:
-        raise ConfigError(f"Expected a policy in {sorted(_POLICIES)}, actual value: {name!r}") from None
+        close = difflib.get_close_matches(name, list(_POLICIES), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"Expected a policy in {sorted(_POLICIES)}, actual value: {name!r}{hint}") from None
 
 
 def seeded_rng(seed: int | None) -> np.random.Generator:

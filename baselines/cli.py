@@ -7,6 +7,7 @@ library, these configure logging and print, because they are the user-facing edg
 from __future__ import annotations
 
 import logging
+import sys
 
 __all__ = ["train_command", "plot_command"]
 
@@ -26,8 +27,8 @@ def train_command(config: str, overrides: list[str]) -> int:
     console = _console()
     try:
         cfg = load_config(config, overrides)
-    except BaselinesError as e:
-        console.print(f"[red]config error:[/red] {e}")
+    except BaselinesError as e:  # one plain line on stderr: no markup, no wrapping, no traceback
+        sys.stderr.write(f"config error: {e}\n")
         return 2
     from baselines.trainer import Trainer
 

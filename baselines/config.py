@@ -3,38 +3,105 @@
 ``load_config(path, overrides)`` reads a YAML file into :class:`TrainConfig` and applies
 ``key=value`` overrides with dotted keys (``algo.lr=3e-4``, ``rollout.engine=vllm``);
 values are parsed as YAML scalars. Unknown keys are errors that suggest the closest key.
+
+Every numeric field carries its allowed range (``field(metadata=...)`` made by
+:func:`at_least`, :func:`above`, :func:`between`), checked when the dataclass is built,
+so ``steps: -5`` or ``top_p: 7`` fail at load with the key's dotted name instead of
+starting a run; ``env.id`` must be a registered env and ``env.kwargs`` must be its kwargs.
+An unreadable file (a directory, bad YAML, not UTF-8) is a one-line :class:`ConfigError`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from baselines.errors import ConfigError
 from baselines.mismatch import MismatchConfig
 
 __all__ = [
     "TrainConfig", "ModelConfig", "EnvConfig", "RolloutConfig", "VLLMConfig", "AlgoConfig",
-    "SFTConfig", "LogConfig", "DistConfig", "TinySpecConfig", "load_config", "config_from_dict",
+    "SFTConfig", "LogConfig", "DistConfig", "TinySpecConfig", "Bound", "load_config", "config_from_dict",
     "config_to_dict", "apply_overrides",
 ]
 
 
+@dataclass(frozen=True)
+class Bound:
+    """The allowed range of a numeric config field (always finite)."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def holds(self, value: float) -> bool:
+        if not math.isfinite(value):
+            return False
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        return self.high is None or (value < self.high if self.high_open else value <= self.high)
+
+    def __str__(self) -> str:
+        if self.high is None:
+            return f"{'>' if self.low_open else '>='} {self.low:g}"
+        return f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+
+
+def at_least(low: float, default: Any) -> Any:
+    """A field whose value must be ``>= low``."""
+    return field(default=default, metadata={"bound": Bound(low)})
+
+
+def above(low: float, default: Any) -> Any:
+    """A field whose value must be ``> low``."""
+    return field(default=default, metadata={"bound": Bound(low, low_open=True)})
+
+
+def between(low: float, high: float, default: Any, *, low_open: bool = False) -> Any:
+    """A field whose value must be in ``[low, high]`` (``(low, high]`` when ``low_open``)."""
+    return field(default=default, metadata={"bound": Bound(low, high, low_open=low_open)})
+
+
+class _RangeChecked:
+    """Checks every field's :class:`Bound` after construction; ``section`` is the dotted
+    prefix the messages name (``rollout.``)."""
+
+    section: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            bound, value = f.metadata.get("bound"), getattr(self, f.name)
+            if bound is not None and value is not None and not bound.holds(value):
+                raise ConfigError(f"Expected {self.section}{f.name} {bound}, actual value: {value!r}")
+
+
 @dataclass
-class TinySpecConfig:
+class TinySpecConfig(_RangeChecked):
     """Size of the locally built random-init model (used when ``model.path`` is empty)."""
 
-    vocab_size: int = 1024
-    hidden_size: int = 128
-    intermediate_size: int = 384
-    num_hidden_layers: int = 2
-    num_attention_heads: int = 4
-    num_key_value_heads: int = 2
+    section: ClassVar[str] = "model.tiny."
+    vocab_size: int = at_least(1, 1024)
+    hidden_size: int = at_least(1, 128)
+    intermediate_size: int = at_least(1, 384)
+    num_hidden_layers: int = at_least(1, 2)
+    num_attention_heads: int = at_least(1, 4)
+    num_key_value_heads: int = at_least(1, 2)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.hidden_size % self.num_attention_heads or self.num_attention_heads % self.num_key_value_heads:
+            raise ConfigError(
+                "Expected model.tiny.hidden_size divisible by num_attention_heads, and num_attention_heads by "
+                f"num_key_value_heads, actual values: {self.hidden_size}, {self.num_attention_heads}, "
+                f"{self.num_key_value_heads}"
+            )
 
 
 @dataclass
@@ -51,98 +118,110 @@ class ModelConfig:
 @dataclass
 class EnvConfig:
     id: str = "agentgym/Calculator-v0"
+    """A registered env id (checked at load, with the closest ids suggested)."""
     kwargs: dict[str, Any] = field(default_factory=dict)
-    """Passed to ``gym.make`` (e.g. ``{difficulty: 1}``)."""
+    """Passed to ``gym.make`` (e.g. ``{difficulty: 1}``); checked against the env's constructor."""
     eval_split: str = "validation"
+
+    def __post_init__(self) -> None:
+        import agentgym  # noqa: F401 - registers the envs
+        from agentgym.envs import check_env_id, check_env_kwargs
+        from agentgym.errors import ConfigError as EnvConfigError
+
+        try:
+            check_env_id(self.id, multi_agent=False)
+        except EnvConfigError as e:
+            raise ConfigError(f"env.id: {e}") from e
+        try:
+            check_env_kwargs(self.id, self.kwargs)
+        except EnvConfigError as e:
+            raise ConfigError(f"env.kwargs: {e}") from e
 
 
 @dataclass
-class VLLMConfig:
-    tensor_parallel_size: int = 1
-    gpu_memory_utilization: float = 0.5
+class VLLMConfig(_RangeChecked):
+    section: ClassVar[str] = "rollout.vllm."
+    tensor_parallel_size: int = at_least(1, 1)
+    gpu_memory_utilization: float = between(0, 1, 0.5, low_open=True)
     enable_sleep_mode: bool = True
     """Free vLLM's GPU memory while the trainer runs (colocated training)."""
     enforce_eager: bool = False
-    max_model_len: int | None = None
+    max_model_len: int | None = at_least(1, None)
 
 
 @dataclass
-class RolloutConfig:
+class RolloutConfig(_RangeChecked):
+    section: ClassVar[str] = "rollout."
     engine: Literal["hf", "vllm"] = "hf"
-    tasks_per_step: int = 8
+    tasks_per_step: int = at_least(1, 8)
     """Distinct tasks per training step (across all processes)."""
-    group_size: int = 8
+    group_size: int = at_least(1, 8)
     """Samples per task; advantages are normalised within a group."""
-    max_new_tokens: int = 64
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_seq_len: int = 1024
-    max_batch_size: int = 64
+    max_new_tokens: int = at_least(1, 64)
+    temperature: float = at_least(0, 1.0)
+    top_p: float = between(0, 1, 1.0, low_open=True)
+    max_seq_len: int = at_least(2, 1024)
+    """Prompt plus generated tokens; must leave room for ``max_new_tokens``."""
+    max_batch_size: int = at_least(1, 64)
     """hf engine: prompts per ``generate`` call."""
-    drift_check_frac: float = 0.25
+    drift_check_frac: float = between(0, 1, 0.25)
     vllm: VLLMConfig = field(default_factory=VLLMConfig)
 
     def __post_init__(self) -> None:
-        if self.tasks_per_step < 1 or self.group_size < 1:
-            raise ConfigError(
-                f"Expected rollout.tasks_per_step >= 1 and rollout.group_size >= 1, actual values: "
-                f"{self.tasks_per_step}, {self.group_size}"
-            )
+        super().__post_init__()
+        if self.max_seq_len <= self.max_new_tokens:
+            raise ConfigError(f"Expected rollout.max_seq_len > rollout.max_new_tokens (room for the prompt), "
+                              f"actual values: {self.max_seq_len}, {self.max_new_tokens}")
 
 
 @dataclass
-class AlgoConfig:
+class AlgoConfig(_RangeChecked):
+    section: ClassVar[str] = "algo."
     proximal: Literal["ewma", "behaviour"] = "ewma"
     """``ewma``: PPO-EWMA; ``behaviour``: plain PPO (proximal = behaviour policy)."""
-    ewma_age: float = 4.0
+    ewma_age: float = at_least(0, 4.0)
     """Mean age of the EWMA in optimiser steps; ``beta = age / (age + 1)``."""
-    ewma_reference_batch_size: int | None = None
+    ewma_reference_batch_size: int | None = at_least(1, None)
     """If set, ``ewma_age`` was tuned at this many episodes per optimiser step and is
     rescaled to the actual minibatch size (batch size invariance)."""
     ewma_device: Literal["policy", "cpu"] = "policy"
-    eps_low: float = 0.2
-    eps_high: float = 0.2
-    imp_samp_max: float = 2.0
+    eps_low: float = field(default=0.2, metadata={"bound": Bound(0, 1, low_open=True, high_open=True)})
+    eps_high: float = above(0, 0.2)
+    imp_samp_max: float = at_least(1, 2.0)
     normalize_std: bool = True
-    adv_eps: float = 1e-6
-    epochs: int = 1
-    num_minibatches: int = 1
+    adv_eps: float = above(0, 1e-6)
+    epochs: int = at_least(1, 1)
+    num_minibatches: int = at_least(1, 1)
     """Optimiser steps per epoch; the batch is split into this many minibatches."""
-    micro_batch_size: int = 8
+    micro_batch_size: int = at_least(1, 8)
     """Sequences per forward/backward (gradient accumulation within a minibatch)."""
-    lr: float = 1e-5
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
+    lr: float = above(0, 1e-5)
+    weight_decay: float = at_least(0, 0.0)
+    max_grad_norm: float = above(0, 1.0)
     mismatch: MismatchConfig = field(default_factory=MismatchConfig)
-
-    def __post_init__(self) -> None:
-        if self.imp_samp_max < 1:
-            raise ConfigError(f"Expected algo.imp_samp_max >= 1, actual value: {self.imp_samp_max}")
-        if not (0 < self.eps_low < 1 and self.eps_high > 0):
-            raise ConfigError(f"Expected 0 < algo.eps_low < 1 and algo.eps_high > 0, actual values: {self.eps_low}, {self.eps_high}")
-        if self.num_minibatches < 1 or self.epochs < 1 or self.micro_batch_size < 1:
-            raise ConfigError("Expected algo.num_minibatches, algo.epochs and algo.micro_batch_size >= 1")
 
 
 @dataclass
-class SFTConfig:
+class SFTConfig(_RangeChecked):
     """Supervised warm start on oracle-policy trajectories (before RL)."""
 
-    episodes: int = 0
+    section: ClassVar[str] = "sft."
+    episodes: int = at_least(0, 0)
     """Oracle episodes to imitate; 0 disables SFT."""
-    steps: int = 300
+    steps: int = at_least(1, 300)
     """Maximum SFT steps (fewer when ``stop_success`` is reached first)."""
-    batch_size: int = 16
-    lr: float = 1e-3
+    batch_size: int = at_least(1, 16)
+    lr: float = above(0, 1e-3)
     schedule: Literal["linear", "constant"] = "linear"
     """lr after warm-up: linear decay over ``steps``, or constant (use with ``stop_success``)."""
-    stop_success: float | None = None
+    stop_success: float | None = between(0, 1, None, low_open=True)
     """Stop SFT once the success rate of the *sampling* policy (``rollout.temperature``)
     on ``check_tasks`` train-split tasks reaches this; None trains all ``steps``."""
-    check_every: int = 20
-    check_from: int = 0
+    check_every: int = at_least(0, 20)
+    """Steps between checks of the stop rule (0: never)."""
+    check_from: int = at_least(0, 0)
     """First step at which the stop rule is checked (checks cost rollouts)."""
-    check_tasks: int = 64
+    check_tasks: int = at_least(1, 64)
 
 
 @dataclass
@@ -153,6 +232,11 @@ class LogConfig:
     tool_usage_min: dict[str, float] = field(default_factory=dict)
     """Warn when a tool's per-batch usage fraction falls below this (``{search: 0.5}``)."""
 
+    def __post_init__(self) -> None:
+        for tool, fraction in self.tool_usage_min.items():
+            if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
+                raise ConfigError(f"Expected log.tool_usage_min.{tool} in [0, 1], actual value: {fraction!r}")
+
 
 @dataclass
 class DistConfig:
@@ -162,18 +246,19 @@ class DistConfig:
 
 
 @dataclass
-class TrainConfig:
-    seed: int = 0
-    steps: int = 20
+class TrainConfig(_RangeChecked):
+    seed: int = at_least(0, 0)
+    steps: int = at_least(1, 20)
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    eval_every: int = 5
-    eval_tasks: int = 32
-    eval_temperature: float = 0.0
+    eval_every: int = at_least(0, 5)
+    """Steps between evaluations (0: never)."""
+    eval_tasks: int = at_least(1, 32)
+    eval_temperature: float = at_least(0, 0.0)
     """Temperature of the headline eval (0: greedy)."""
     eval_sampled: bool = True
     """Also evaluate the sampling policy (``rollout.temperature``) on the same tasks:
     RL optimises that policy's success, which greedy success need not reflect."""
-    checkpoint_every: int = 0
+    checkpoint_every: int = at_least(0, 0)
     """Save every N steps into ``run_dir/checkpoint`` (0: only at the end)."""
     resume: bool = False
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -255,20 +340,49 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"Cannot set {key}: {part} is not a mapping")
-        node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else None
+        try:
+            node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError as e:
+            raise _yaml_error(f"override {item!r}", e) from e
+    return data
+
+
+def _yaml_error(where: str, error: Exception) -> ConfigError:
+    """One line: where, the line and column (1-based) and what YAML objected to."""
+    mark = getattr(error, "problem_mark", None)
+    at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    problem = getattr(error, "problem", None) or str(error)
+    return ConfigError(f"{where}: YAML syntax error{at}: {' '.join(str(problem).split())}")
+
+
+def _read_yaml(p: Path) -> dict[str, Any]:
+    import yaml
+
+    if not p.exists():
+        raise ConfigError(f"Config file {p} does not exist; pass a path like baselines/configs/calculator_cpu.yaml")
+    if p.is_dir():
+        raise ConfigError(f"{p} is a directory; pass a YAML file such as {p / 'calculator_cpu.yaml'}")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{p} is not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); "
+                          "save it as UTF-8") from e
+    except OSError as e:
+        raise ConfigError(f"Cannot read {p}: {e.strerror or e}") from e
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as e:
+        raise _yaml_error(str(p), e) from e
+    if not isinstance(data, dict):
+        raise ConfigError(f"Expected a mapping at the top of {p}, actual value: {type(data).__name__}")
     return data
 
 
 def load_config(path: str | Path | None, overrides: list[str] | None = None) -> TrainConfig:
-    """Read a YAML config (or defaults when ``path`` is None) and apply overrides."""
-    import yaml
+    """Read a YAML config (or defaults when ``path`` is None) and apply overrides.
 
-    data: dict[str, Any] = {}
-    if path is not None:
-        p = Path(path)
-        if not p.exists():
-            raise ConfigError(f"Config file {p} does not exist; pass a path like baselines/configs/calculator_cpu.yaml")
-        data = yaml.safe_load(p.read_text()) or {}
-        if not isinstance(data, dict):
-            raise ConfigError(f"Expected a mapping at the top of {p}, actual value: {type(data).__name__}")
+    Every problem, from an unreadable file to a value out of range, is a one-line
+    :class:`ConfigError` that names the file or the dotted key.
+    """
+    data = _read_yaml(Path(path)) if path is not None else {}
     return config_from_dict(apply_overrides(data, list(overrides or [])))

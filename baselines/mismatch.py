@@ -58,7 +58,7 @@ class MismatchConfig:
             raise ValueError(f"Expected mismatch mode 'none', 'tis' or 'mis', actual value: {self.mode!r}")
         if self.level not in ("token", "sequence"):
             raise ValueError(f"Expected mismatch level 'token' or 'sequence', actual value: {self.level!r}")
-        if self.tis_cap <= 0 or not 0 <= self.mis_low < 1 < self.mis_high:
+        if not self.tis_cap > 0 or not 0 <= self.mis_low < 1 < self.mis_high:  # NaN fails both
             raise ValueError(
                 "Expected tis_cap > 0 and mis_low < 1 < mis_high, actual values: "
                 f"tis_cap={self.tis_cap}, mis_low={self.mis_low}, mis_high={self.mis_high}"

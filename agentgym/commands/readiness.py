@@ -30,7 +30,7 @@ def stress_command(env_id: str, episodes: int, concurrency: int, faults: str, ad
         config = StressConfig(env_id, episodes=episodes, concurrency=concurrency, faults=FaultPlan.parse(faults),
                               adversarial=adversarial, seed=seed)
     except ConfigError as e:
-        console.print(f"[red]error:[/] {e}")
+        sys.stderr.write(f"error: {e}\n")  # one plain line, like every CLI user error
         return 2
     console.print(f"[dim]stress {env_id}: {episodes} episodes, concurrency {concurrency}, "
                   f"faults {config.faults.rates or 'none'}, adversarial {adversarial:.0%}[/]")

@@ -6,8 +6,8 @@ import asyncio
 import signal
 import sys
 
-from agentgym.retrieval import LocalRetriever, RetrieverService
-from tasks.search import Corpus, load_default_dataset
+from agentgym.retrieval import IndexBuildError, LocalRetriever, RetrieverService, ServiceLimits
+from tasks.search import Corpus, CorpusFormatError, load_default_dataset
 
 __all__ = ["serve_retriever_command"]
 
@@ -36,19 +36,26 @@ async def _serve(service: RetrieverService, host: str, port: int) -> None:
         sys.stderr.write("retriever stopped\n")
 
 
-def serve_retriever_command(host: str = "127.0.0.1", port: int = 8000, corpus: str | None = None) -> int:
+def serve_retriever_command(host: str = "127.0.0.1", port: int = 8000, corpus: str | None = None,
+                            limits: ServiceLimits | None = None) -> int:
     """Serve the bundled corpus (or ``corpus``, a Search-R1 jsonl) on ``host:port``.
 
-    Returns the process exit code: 0 after Ctrl-C, 1 when the corpus or port is unusable.
+    Returns the process exit code: 0 after Ctrl-C, 2 when the corpus file is unusable
+    (missing, not UTF-8, malformed: one line naming the file and line), 1 when the index
+    or the port is.
     """
     try:
         docs = Corpus.read_jsonl(corpus) if corpus else load_default_dataset(progress=_progress).corpus
-        retriever = LocalRetriever.for_corpus(docs, progress=_progress)
-    except (OSError, ValueError) as e:
+    except (OSError, CorpusFormatError) as e:
         sys.stderr.write(f"error: could not load the corpus: {e}\n")
+        return 2
+    try:
+        retriever = LocalRetriever.for_corpus(docs, progress=_progress)
+    except (OSError, ValueError, IndexBuildError) as e:
+        sys.stderr.write(f"error: could not build the index: {e}\n")
         return 1
     try:
-        asyncio.run(_serve(RetrieverService(retriever.index), host, port))
+        asyncio.run(_serve(RetrieverService(retriever.index, limits=limits), host, port))
     except KeyboardInterrupt:
         return 0
     except OSError as e:

@@ -35,13 +35,18 @@ def envs_command() -> int:
 def run_command(env_id: str, policy_name: str, episodes: int, concurrency: int, seed: int,
                 env_kwargs: dict[str, Any], json_out: bool) -> int:
     import agentgym  # noqa: F401 - registers the envs
-    from agentgym.multi_agent import is_multi_agent_env, run_team_episodes
+    from agentgym.multi_agent import get_team_policy, is_multi_agent_env, run_team_episodes
     from agentgym.policies import get_policy
-    from agentgym.runner import run_episodes
+    from agentgym.runner import check_counts, run_episodes
 
+    # Fail fast, before the progress bar: each of these is one line from the CLI.
+    check_counts(episodes, concurrency)
+    if is_multi_agent_env(env_id):
+        get_team_policy(policy_name)
+    else:
+        get_policy(policy_name)
+    _probe_env(env_id, env_kwargs)
     console = Console(stderr=json_out, width=None if sys.stdout.isatty() else 160)
-    if not is_multi_agent_env(env_id):
-        get_policy(policy_name)  # fail fast on an unknown policy name
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("success {task.fields[success]:.1%}"), TimeElapsedColumn(),
                   console=console, transient=json_out) as progress:
@@ -74,6 +79,20 @@ def run_command(env_id: str, policy_name: str, episodes: int, concurrency: int, 
         for index, tb in report.lost[:3]:
             console.print(f"[red]lost episode {index}[/]:\n{tb}")
     return 0 if not report.lost else 1
+
+
+def _probe_env(env_id: str, env_kwargs: dict[str, Any]) -> None:
+    """Build one env and close it, so a constructor's ``ConfigError`` (a value out of
+    range, a data file that does not load) comes before the progress bar. Envs cache
+    their data per process, so the run's own envs do not pay for it again."""
+    from agentgym.multi_agent import is_multi_agent_env, make
+
+    if is_multi_agent_env(env_id):
+        make(env_id, **env_kwargs).close()
+    else:
+        import gymnasium as gym
+
+        gym.make(env_id, **env_kwargs).close()
 
 
 def _close_shared_resources() -> None:

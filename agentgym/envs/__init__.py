@@ -12,7 +12,9 @@ from typing import Any
 
 import gymnasium as gym
 
-__all__ = ["EnvSpec", "ENVS", "register_all"]
+from agentgym.envs.validation import check_env_id, check_env_kwargs
+
+__all__ = ["EnvSpec", "ENVS", "check_env_id", "check_env_kwargs", "register_all"]
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,11 @@
 """An async client of a Search-R1-compatible retriever service.
 
-Every call has a deadline, is retried with exponential backoff on transport failures
-and 5xx answers, and waits for one of ``max_concurrency`` slots, so a fleet of envs
-cannot flood the service. When the service stays unreachable the call raises
-``RetrieverUnavailableError`` — an ``agentgym.errors.InfraError`` — so the executor
-flags the episode ``infra_failed`` instead of blaming the agent.
+Every call has a deadline, is retried with exponential backoff on transport failures,
+429 (the service is at its memory limit) and 5xx answers, and waits for one of
+``max_concurrency`` slots, so a fleet of envs cannot flood the service. When the
+service stays unreachable the call raises ``RetrieverUnavailableError`` — an
+``agentgym.errors.InfraError`` — so the executor flags the episode ``infra_failed``
+instead of blaming the agent.
 
 Connections are kept alive and pooled per event loop (a pooled connection cannot move
 between loops).
@@ -19,7 +20,7 @@ from urllib.parse import urlsplit
 
 from agentgym.errors import ConfigError, InfraError
 from agentgym.retrieval.base import RetrievedDocument
-from agentgym.retrieval.http import MalformedHTTP, encode_request, read_message
+from agentgym.retrieval.http import HTTPMessage, MalformedHTTP, encode_request, read_message
 
 __all__ = ["RemoteRetriever", "RetrieverProtocolError", "RetrieverUnavailableError"]
 
@@ -140,35 +141,57 @@ class RemoteRetriever:
             f"{type(last).__name__}: {last or 'timed out'}. Is `agentgym serve-retriever` running?"
         ) from last
 
-    async def _connection(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        while self._idle:
+    async def _connection(self, pooled: bool) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, bool]:
+        """A connection and whether it was reused from the pool (``pooled``: may be)."""
+        while pooled and self._idle:
             reader, writer = self._idle.pop()
             if not writer.is_closing() and not reader.at_eof():
-                return reader, writer
+                return reader, writer, True
             writer.close()
-        return await asyncio.open_connection(self._host, self._port, limit=1 << 22)
+        reader, writer = await asyncio.open_connection(self._host, self._port, limit=1 << 22)
+        return reader, writer, False
+
+    async def _round_trip(self, method: str, path: str, payload: Any) -> HTTPMessage:
+        """One request and its response; the connection goes back to the pool if kept alive.
+
+        The service closes connections idle past its read timeout; a pooled connection it
+        closed just before we used it is retried once on a new one, without counting as
+        a failed attempt.
+        """
+        request = encode_request(method, self._base_path + path, f"{self._host}:{self._port}", payload)
+        for pooled in (True, False):
+            reader, writer, reused = await self._connection(pooled)
+            try:
+                writer.write(request)
+                await writer.drain()
+                response = await read_message(reader)
+            except ConnectionError:
+                writer.close()
+                if reused:
+                    continue
+                raise
+            except BaseException:
+                writer.close()
+                raise
+            if response is None:
+                writer.close()
+                if reused:
+                    continue
+                raise _Transient("the service closed the connection without answering")
+            if response.keep_alive:
+                self._idle.append((reader, writer))
+            else:
+                writer.close()
+            return response
+        raise AssertionError("unreachable: the second try uses a new connection")
 
     async def _exchange(self, method: str, path: str, payload: Any) -> Any:
-        reader, writer = await self._connection()
-        try:
-            writer.write(encode_request(method, self._base_path + path, f"{self._host}:{self._port}", payload))
-            await writer.drain()
-            response = await read_message(reader)
-        except BaseException:
-            writer.close()
-            raise
-        if response is None:
-            writer.close()
-            raise _Transient("the service closed the connection without answering")
-        if response.keep_alive:
-            self._idle.append((reader, writer))
-        else:
-            writer.close()
+        response = await self._round_trip(method, path, payload)
         try:
             status = int(response.start_line.split(" ", 2)[1])
         except (IndexError, ValueError) as e:
             raise MalformedHTTP(f"bad status line {response.start_line[:80]!r}") from e
-        if status >= 500:
+        if status >= 500 or status == 429:  # 429: the service is at its memory limit for now
             raise _Transient(f"HTTP {status}: {response.body[:200]!r}")
         if status != 200:
             raise RetrieverProtocolError(f"HTTP {status} from {self.url}{path}: {response.body[:200]!r}", status)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import tantivy
 
-from tasks.search import Corpus
+from tasks.search import Corpus, reap_stale_staging, staging_dir
 
 __all__ = ["BM25Index", "INDEX_FORMAT", "IndexBuildError", "SearchHit"]
 
@@ -119,13 +118,14 @@ class BM25Index:
     ) -> BM25Index:
         """Open the cached index of this corpus version, building it first if needed.
 
-        The build goes to a temporary directory renamed into place, so concurrent
+        The build goes to a staging directory renamed into place, so concurrent
         processes never see a half-written index; the loser of a race uses the winner's.
+        Staging directories of builds that were killed are removed here.
         """
         final = Path(cache_dir) / f"{INDEX_FORMAT}-{corpus.version}"
+        reap_stale_staging(final.parent)
         if not final.exists():
-            final.parent.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
+            tmp = staging_dir(final)
             start = time.perf_counter()
             try:
                 cls.build(corpus, tmp, progress)

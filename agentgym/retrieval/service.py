@@ -11,31 +11,59 @@ Batching: requests put their queries on one queue; a single batcher drains every
 queued at that moment (up to ``max_batch`` queries) and searches it in one worker-thread
 hop, so many concurrent clients cost one thread switch per batch, not per query, and
 the event loop keeps accepting connections while the index works.
+
+Bounded memory (``limits.py`` has the rules): 413 for a request over the per-request
+caps, 429 when the bytes in flight or the open connections are at their limit, 400 for
+any malformed body; a request must arrive within ``read_timeout_s`` and its response be
+read within ``write_timeout_s``. Above its idle size, the process holds at most
+``max_bytes_in_flight`` for requests and responses, plus the connections' read buffers
+(``max_connections`` x about 0.3 MiB at worst) and the one response being encoded.
+Responses are encoded one query at a time and written piece by piece, so the bytes
+counted are the bytes held.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentgym.retrieval.http import MalformedHTTP, encode_response, read_message
-from agentgym.retrieval.index import BM25Index
+from agentgym.retrieval.http import (
+    MAX_HEADER_BYTES,
+    HTTPHead,
+    MalformedHTTP,
+    encode_head,
+    parse_json,
+    read_body,
+    read_head,
+)
+from agentgym.retrieval.index import BM25Index, SearchHit
+from agentgym.retrieval.limits import (
+    HIT_BYTES,
+    BudgetExceeded,
+    ByteBudget,
+    RequestTooLarge,
+    Reservation,
+    RetrieveRequest,
+    ServiceBusy,
+    ServiceError,
+    ServiceLimits,
+    parse_documents,
+    parse_retrieve,
+)
 
-__all__ = ["RetrieverService", "RunningService", "ServiceStats", "start_service_in_thread"]
+__all__ = ["RetrieverService", "RunningService", "ServiceLimits", "ServiceStats", "start_service_in_thread"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TOPK = 3  # Search-R1's default when a request names none
-MAX_TOPK = 100
-MAX_QUERIES_PER_REQUEST = 1024
-
-
-class BadRequest(ValueError):
-    """A request the service rejects with HTTP 400; the message says what to send."""
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_DISCARD_CHUNK = 1 << 16
+_REFUSED_LINGER_S = 1.0  # a connection refused for the connection limit is drained this long at most
+_SCORE_BYTES = 48  # '{"document": ..., "score": 12.345678}, ' around each document
 
 
 @dataclass
@@ -44,6 +72,12 @@ class ServiceStats:
     queries: int = 0
     batches: int = 0
     errors: int = 0
+    too_large: int = 0
+    """Requests answered 413."""
+    busy: int = 0
+    """Requests and connections answered 429."""
+    timeouts: int = 0
+    """Connections dropped because a request or a response took too long."""
 
 
 @dataclass
@@ -53,31 +87,60 @@ class _Pending:
     future: asyncio.Future = field(repr=False)
 
 
-def _parse_retrieve(payload: Any) -> tuple[list[str], int, bool]:
-    if not isinstance(payload, dict):
-        raise BadRequest('expected a JSON object {"queries": [...], "topk": k, "return_scores": bool}')
-    # "query" (one string) is accepted too: some search-agent clients send that form.
-    queries = payload.get("queries", payload.get("query"))
-    if isinstance(queries, str):
-        queries = [queries]
-    if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
-        raise BadRequest('"queries" must be a list of strings')
-    if len(queries) > MAX_QUERIES_PER_REQUEST:
-        raise BadRequest(f"at most {MAX_QUERIES_PER_REQUEST} queries per request, got {len(queries)}")
-    topk = payload.get("topk")
-    topk = DEFAULT_TOPK if topk is None else topk
-    if not isinstance(topk, int) or isinstance(topk, bool) or not 1 <= topk <= MAX_TOPK:
-        raise BadRequest(f'"topk" must be an integer in [1, {MAX_TOPK}], got {topk!r}')
-    return queries, topk, bool(payload.get("return_scores", False))
+@dataclass
+class _Reply:
+    """A response: a JSON body in pieces that are written one at a time."""
+
+    status: int
+    pieces: list[bytes]
+    keep_alive: bool = True
+    unread_body: int = 0
+    """Bytes of the request body left unread: discarded (bounded by time) before closing."""
+
+    @classmethod
+    def json(cls, status: int, payload: Any, keep_alive: bool = True, unread_body: int = 0) -> _Reply:
+        return cls(status, [json.dumps(payload, ensure_ascii=False).encode("utf-8")], keep_alive, unread_body)
+
+    @property
+    def size(self) -> int:
+        return sum(len(p) for p in self.pieces)
+
+
+def _mean_doc_bytes(index: BM25Index, sample: int = 1000) -> int:
+    """Mean encoded size of one result item, from up to ``sample`` evenly spaced documents
+    (an estimate: the exact size is reserved once the reply is encoded)."""
+    corpus = index.corpus
+    if not len(corpus):
+        return 0
+    step = max(1, len(corpus) // sample)
+    sizes = [len(json.dumps(corpus[i].to_json(), ensure_ascii=False).encode("utf-8"))
+             for i in range(0, len(corpus), step)]
+    return sum(sizes) // len(sizes) + _SCORE_BYTES
+
+
+def _result_pieces(index: BM25Index, per_query: list[list[SearchHit]], return_scores: bool) -> list[bytes]:
+    """The ``{"result": [...]}`` body, encoded one query at a time (the same bytes as one
+    ``json.dumps`` of the whole, without holding the whole as Python objects)."""
+    corpus = index.corpus
+    pieces = [b'{"result": [']
+    for i, hits in enumerate(per_query):
+        docs = [corpus[h.position].to_json() for h in hits]
+        item = [{"document": d, "score": h.score} for d, h in zip(docs, hits)] if return_scores else docs
+        pieces.append(((", " if i else "") + json.dumps(item, ensure_ascii=False)).encode("utf-8"))
+    pieces.append(b"]}")
+    return pieces
 
 
 class RetrieverService:
-    """Serves one ``BM25Index`` over HTTP on an asyncio loop."""
+    """Serves one ``BM25Index`` over HTTP on an asyncio loop, within ``limits``."""
 
-    def __init__(self, index: BM25Index, max_batch: int = 256) -> None:
+    def __init__(self, index: BM25Index, max_batch: int = 256, limits: ServiceLimits | None = None) -> None:
         self.index = index
         self.max_batch = max_batch
+        self.limits = limits or ServiceLimits()
         self.stats = ServiceStats()
+        self.budget = ByteBudget(self.limits.max_bytes_in_flight)
+        self._doc_bytes = _mean_doc_bytes(index)
         self._queue: asyncio.Queue[_Pending] | None = None
         self._server: asyncio.base_events.Server | None = None
         self._batcher: asyncio.Task | None = None
@@ -93,7 +156,9 @@ class RetrieverService:
         """Bind and start serving (``port=0`` picks a free port; see ``self.port``)."""
         self._queue = asyncio.Queue()
         self._batcher = asyncio.create_task(self._run_batches())
-        self._server = await asyncio.start_server(self._handle, host, port, limit=1 << 20)
+        # The stream limit bounds what a connection buffers while looking for the end of
+        # the headers; bodies are read only after their size was admitted.
+        self._server = await asyncio.start_server(self._handle, host, port, limit=MAX_HEADER_BYTES)
         self.host, self.port = self._server.sockets[0].getsockname()[:2]
 
     async def serve_forever(self) -> None:
@@ -105,7 +170,7 @@ class RetrieverService:
         if self._server is not None:
             self._server.close()
         for writer in list(self._writers):
-            writer.close()
+            writer.transport.abort()
         if self._batcher is not None:
             self._batcher.cancel()
         while self._queue is not None and not self._queue.empty():
@@ -114,69 +179,167 @@ class RetrieverService:
                 pending.future.set_exception(ConnectionAbortedError("retriever service stopped"))
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    # ------------------------------------------------------------------ serving
+    # ------------------------------------------------------------ connections
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self._writers) >= self.limits.max_connections:
+            self.stats.busy += 1
+            reply = _Reply.json(429, {"error": f"the service has {self.limits.max_connections} connections open; "
+                                                "retry later"}, keep_alive=False)
+            await self._send_quietly(writer, reply)
+            await self._discard(reader, self.limits.max_body_bytes, within_s=_REFUSED_LINGER_S)
+            writer.close()
+            return
         self._writers.add(writer)
         try:
-            while True:
-                try:
-                    request = await read_message(reader)
-                except MalformedHTTP as e:
-                    writer.write(encode_response(400, {"error": str(e)}, keep_alive=False))
-                    break
-                if request is None:
-                    break
-                status, payload = await self._route(request.start_line, request)
-                writer.write(encode_response(status, payload, request.keep_alive))
-                await writer.drain()
-                if not request.keep_alive:
-                    break
+            while await self._exchange(reader, writer):
+                pass
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
+        except TimeoutError:
+            self.stats.timeouts += 1
+            writer.transport.abort()  # drops what the client did not read, too
         finally:
             self._writers.discard(writer)
             writer.close()
 
-    async def _route(self, start_line: str, request: Any) -> tuple[int, Any]:
-        method, _, rest = start_line.partition(" ")
-        path = rest.split(" ", 1)[0].split("?", 1)[0]
-        self.stats.requests += 1
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        """Serve one request; False when the connection is done."""
         try:
-            if path == "/retrieve" and method == "POST":
-                return 200, await self._retrieve(request.json())
-            if path == "/documents" and method == "POST":
-                return 200, self._documents(request.json())
-            if path == "/health" and method == "GET":
-                return 200, {"status": "ok", "corpus_version": self.index.corpus.version,
-                             "num_docs": len(self.index.corpus)}
-            return 404, {"error": f"no route {method} {path}; use POST /retrieve, POST /documents, GET /health"}
-        except (BadRequest, MalformedHTTP) as e:
+            async with asyncio.timeout(self.limits.read_timeout_s):
+                head = await read_head(reader)
+        except MalformedHTTP as e:
+            await self._send(writer, _Reply.json(400, {"error": str(e)}, keep_alive=False))
+            return False
+        if head is None:
+            return False
+        self.stats.requests += 1
+        reservation = self.budget.reservation()
+        try:
+            reply = await self._reply(reader, writer, head, reservation)
+            await self._send(writer, reply)
+        finally:
+            reservation.release()
+        if reply.unread_body:
+            await self._discard(reader, reply.unread_body)
+        return reply.keep_alive
+
+    async def _reply(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, head: HTTPHead,
+                     reservation: Reservation) -> _Reply:
+        try:
+            body = await self._admit_body(reader, writer, head, reservation)
+            return await self._route(head, body, reservation)
+        except ServiceError as e:
+            self._count(e)
+            return _Reply.json(e.status, {"error": str(e)}, keep_alive=head.keep_alive and not e.unread_body,
+                               unread_body=e.unread_body)
+        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
+            raise  # the connection is gone or dropped: nothing to answer
+        except MalformedHTTP as e:
             self.stats.errors += 1
-            return 400, {"error": str(e)}
+            return _Reply.json(400, {"error": str(e)}, keep_alive=head.keep_alive)
         except Exception as e:  # noqa: BLE001 - a service answers 500 rather than dropping the client
             self.stats.errors += 1
             log.exception("retriever request failed")
-            return 500, {"error": f"{type(e).__name__}: {e}"}
+            return _Reply.json(500, {"error": f"{type(e).__name__}: {e}"}, keep_alive=head.keep_alive)
 
-    async def _retrieve(self, payload: Any) -> dict[str, Any]:
-        queries, topk, return_scores = _parse_retrieve(payload)
+    def _count(self, error: ServiceError) -> None:
+        if error.status == 413:
+            self.stats.too_large += 1
+        elif error.status == 429:
+            self.stats.busy += 1
+        else:
+            self.stats.errors += 1
+
+    async def _admit_body(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, head: HTTPHead,
+                          reservation: Reservation) -> bytes:
+        """Read the body only once its size is allowed and reserved (twice: the stream's
+        buffer and the bytes object both exist while it is read)."""
+        length = head.content_length
+        if length > self.limits.max_body_bytes:
+            raise RequestTooLarge(f"the body is {length} bytes; at most {self.limits.max_body_bytes} are accepted, "
+                                  "split the request", unread_body=length)
+        try:
+            _grow(reservation, 2 * length)
+        except ServiceError as e:
+            raise type(e)(str(e), unread_body=length) from None
+        if head.expects_continue and length:
+            writer.write(_CONTINUE)
+        async with asyncio.timeout(self.limits.read_timeout_s):
+            return await read_body(reader, head)
+
+    async def _send(self, writer: asyncio.StreamWriter, reply: _Reply) -> None:
+        """Write the reply piece by piece within ``write_timeout_s`` (TimeoutError beyond).
+
+        Pieces go out as memoryviews and drain in between, so the transport copies at most
+        one piece beyond its 64 KiB high-water mark.
+        """
+        extra = "Retry-After: 1\r\n" if reply.status == 429 else ""
+        async with asyncio.timeout(self.limits.write_timeout_s):
+            writer.write(encode_head(reply.status, reply.size, reply.keep_alive, extra))
+            for piece in reply.pieces:
+                writer.write(memoryview(piece))
+                await writer.drain()
+
+    async def _send_quietly(self, writer: asyncio.StreamWriter, reply: _Reply) -> None:
+        try:
+            await self._send(writer, reply)
+        except (ConnectionError, TimeoutError):
+            pass
+
+    async def _discard(self, reader: asyncio.StreamReader, length: int, within_s: float | None = None) -> None:
+        """Read and drop up to ``length`` unread bytes (for ``read_timeout_s`` at most), so
+        a client that sends its whole request before reading sees our answer instead of a
+        connection reset (closing a socket with unread input resets it)."""
+        try:
+            async with asyncio.timeout(within_s or self.limits.read_timeout_s):
+                while length > 0:
+                    chunk = await reader.read(min(length, _DISCARD_CHUNK))
+                    if not chunk:
+                        return
+                    length -= len(chunk)
+        except (TimeoutError, ConnectionError):
+            pass
+
+    # ------------------------------------------------------------------ routes
+    async def _route(self, head: HTTPHead, body: bytes, reservation: Reservation) -> _Reply:
+        method, _, rest = head.start_line.partition(" ")
+        path = rest.split(" ", 1)[0].split("?", 1)[0]
+        keep_alive = head.keep_alive
+        if path == "/retrieve" and method == "POST":
+            return await self._retrieve(parse_json(body), reservation, keep_alive)
+        if path == "/documents" and method == "POST":
+            return self._documents(parse_json(body), reservation, keep_alive)
+        if path == "/health" and method == "GET":
+            return _Reply.json(200, {"status": "ok", "corpus_version": self.index.corpus.version,
+                                     "num_docs": len(self.index.corpus)}, keep_alive)
+        return _Reply.json(404, {"error": f"no route {method} {path}; use POST /retrieve, POST /documents, "
+                                          "GET /health"}, keep_alive)
+
+    async def _retrieve(self, payload: Any, reservation: Reservation, keep_alive: bool) -> _Reply:
+        """Reserve an estimate before searching (so a busy service says 429 before doing
+        the work), then settle on the exact size of the encoded reply."""
+        request = parse_retrieve(payload, self.limits)
+        estimate = request.docs * (HIT_BYTES + self._doc_bytes)
+        _grow(reservation, estimate)
+        per_query = await self._search(request)
+        reply = _Reply(200, _result_pieces(self.index, per_query, request.return_scores), keep_alive)
+        del per_query
+        _grow(reservation, reply.size - estimate)
+        return reply
+
+    def _documents(self, payload: Any, reservation: Reservation, keep_alive: bool) -> _Reply:
+        ids = parse_documents(payload, self.limits).ids
+        docs = [self.index.corpus.get(i) for i in ids]
+        reply = _Reply.json(200, {"documents": [None if d is None else d.to_json() for d in docs]}, keep_alive)
+        _grow(reservation, reply.size)
+        return reply
+
+    # ---------------------------------------------------------------- batching
+    async def _search(self, request: RetrieveRequest) -> list[list[SearchHit]]:
         assert self._queue is not None
         future: asyncio.Future = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait(_Pending(queries, topk, future))
-        per_query = await future
-        corpus = self.index.corpus
-        result = []
-        for hits in per_query:
-            docs = [corpus[h.position].to_json() for h in hits]
-            result.append([{"document": d, "score": h.score} for d, h in zip(docs, hits)] if return_scores else docs)
-        return {"result": result}
-
-    def _documents(self, payload: Any) -> dict[str, Any]:
-        ids = payload.get("ids") if isinstance(payload, dict) else None
-        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-            raise BadRequest('expected {"ids": [string, ...]}')
-        docs = [self.index.corpus.get(i) for i in ids]
-        return {"documents": [None if d is None else d.to_json() for d in docs]}
+        self._queue.put_nowait(_Pending(request.queries, request.topk, future))
+        return await future
 
     async def _run_batches(self) -> None:
         assert self._queue is not None
@@ -200,8 +363,22 @@ class RetrieverService:
                 if not pending.future.done():
                     pending.future.set_result(result)
 
-    def _search_batch(self, batch: list[_Pending]) -> list[list[list[Any]]]:
+    def _search_batch(self, batch: list[_Pending]) -> list[list[list[SearchHit]]]:
         return [self.index.search_many(p.queries, p.topk) for p in batch]
+
+
+def _grow(reservation: Reservation, n: int) -> None:
+    """Reserve ``n`` more bytes for this request: 429 when they do not fit now, 413 when
+    they never could."""
+    try:
+        reservation.grow(n)
+    except BudgetExceeded as e:
+        if e.never_fits:
+            raise RequestTooLarge(f"serving this request needs {e.wanted} bytes, over the service's "
+                                  f"max_bytes_in_flight ({e.capacity}); ask for fewer queries or a smaller "
+                                  "topk") from None
+        raise ServiceBusy(f"the service holds its limit of {e.capacity} bytes for requests in flight; "
+                          "retry shortly") from None
 
 
 @dataclass
@@ -225,9 +402,9 @@ class RunningService:
 
 
 def start_service_in_thread(index: BM25Index, host: str = "127.0.0.1", port: int = 0,
-                            max_batch: int = 256) -> RunningService:
+                            max_batch: int = 256, limits: ServiceLimits | None = None) -> RunningService:
     """Start a service in a background thread and return once it accepts connections."""
-    service = RetrieverService(index, max_batch=max_batch)
+    service = RetrieverService(index, max_batch=max_batch, limits=limits)
     loop = asyncio.new_event_loop()
     started = threading.Event()
     failure: list[BaseException] = []

@@ -27,6 +27,7 @@ from tasks.search.grading import (
 from tasks.search.knowledge import KnowledgeBase, build_knowledge_base
 from tasks.search.questions import Hop, Question, contains_answer, generate_questions, verify_question
 from tasks.search.splits import SPLITS, Split, split_questions
+from tasks.search.staging import reap_stale_staging, staging_dir
 
 ATTRIBUTION = (
     "Search-v0 document text: Wikipedia vital-article summaries from the "
@@ -62,7 +63,9 @@ __all__ = [
     "load_default_dataset",
     "normalize_answer",
     "read_qa_jsonl",
+    "reap_stale_staging",
     "split_questions",
+    "staging_dir",
     "verify_question",
     "write_qa_jsonl",
 ]

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tasks.search.jsonl import RowReader, jsonl_rows
 from tasks.search.sources import City, Country, WikiArticle, ascii_fold
 
 __all__ = [
@@ -108,28 +109,35 @@ class Corpus(Sequence[Document]):
     def read_jsonl(cls, path: str | os.PathLike[str]) -> Corpus:
         """Read a Search-R1/FlashRAG corpus (``id`` and ``contents`` per line).
 
-        Lines with ``title`` and ``text`` instead of ``contents`` are accepted too.
+        Lines with ``title`` and ``text`` instead of ``contents`` are accepted too. Every
+        problem (not UTF-8, not JSON, a field of the wrong type, a repeated id, no
+        documents at all) is a ``CorpusFormatError`` naming the file and line.
         """
-        docs = []
-        with open(path, encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                if line.strip():
-                    docs.append(_document_from_line(line, path, lineno))
+        docs: list[Document] = []
+        first_line: dict[str, int] = {}
+        for lineno, row in jsonl_rows(path, CorpusFormatError, _EXPECTED_ROW):
+            doc = _document_from_row(RowReader(row, path, lineno, CorpusFormatError))
+            if doc.id in first_line:
+                raise CorpusFormatError(f"{Path(path)}:{lineno}: document id {doc.id!r} is already used on line "
+                                        f"{first_line[doc.id]}; give every document its own id")
+            first_line[doc.id] = lineno
+            docs.append(doc)
+        if not docs:
+            raise CorpusFormatError(f"{Path(path)}: no documents; expected one JSON object per line with "
+                                    f'"id" and "contents" (Search-R1/FlashRAG corpus format)')
         return cls(docs)
 
 
-def _document_from_line(line: str, path: str | os.PathLike[str], lineno: int) -> Document:
-    try:
-        row = json.loads(line)
-        doc_id = str(row["id"])
-        if "contents" in row:
-            return Document.from_contents(doc_id, str(row["contents"]))
-        return Document(id=doc_id, title=str(row["title"]), text=str(row["text"]))
-    except (json.JSONDecodeError, KeyError, TypeError) as e:
-        raise CorpusFormatError(
-            f'{Path(path)}:{lineno}: expected a JSON object with "id" and "contents" '
-            f'(Search-R1/FlashRAG corpus format), actual line: {line[:120]!r}'
-        ) from e
+_EXPECTED_ROW = 'a JSON object with "id" and "contents" (Search-R1/FlashRAG corpus format)'
+
+
+def _document_from_row(row: RowReader) -> Document:
+    doc_id = row.string("id")
+    if "contents" in row.row:
+        return Document.from_contents(doc_id, row.string("contents"))
+    if "title" in row.row and "text" in row.row:
+        return Document(id=doc_id, title=row.string("title"), text=row.string("text", blank_ok=True))
+    raise row.fail(f'expected {_EXPECTED_ROW} (or "title" and "text"), actual keys: {sorted(row.row)[:10]}')
 
 
 def wiki_doc_id(index: int) -> str:

@@ -13,16 +13,17 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from tasks.search.corpus import Corpus
+from tasks.search.jsonl import RowReader, jsonl_rows
 from tasks.search.knowledge import build_knowledge_base
-from tasks.search.questions import Question, generate_questions
+from tasks.search.questions import Hop, Question, generate_questions
 from tasks.search.sources import source_versions
 from tasks.search.splits import SPLITS, Split, split_questions
+from tasks.search.staging import reap_stale_staging, staging_dir
 
 __all__ = [
     "BUILDER_VERSION",
@@ -85,41 +86,69 @@ def write_qa_jsonl(path: str | os.PathLike[str], splits: dict[str, Sequence[Ques
                 f.write(json.dumps(q.to_json(split), ensure_ascii=False) + "\n")
 
 
-def _question_from_row(row: dict, lineno: int) -> Question:
-    golds = row["golden_answers"]
-    golds = [golds] if isinstance(golds, str) else list(golds)
-    if not golds:
-        raise ValueError("golden_answers is empty")
-    hops = row.get("hops")
-    if hops is None:  # bring-your-own rows may name supporting documents without hops
-        hops = [{"doc_id": d, "answer": ""} for d in row.get("supporting_doc_ids", ())]
-    return Question.from_json(
-        {
-            "id": row.get("id", f"qa-{lineno}"),
-            "question": row["question"],
-            "golden_answers": golds,
-            "hops": hops,
-            "template": row.get("template", ""),
-        }
+_EXPECTED_QA = 'a JSON object with "question" and "golden_answers" (Search-R1/FlashRAG QA format)'
+_SHARED = "all"  # the split of rows without a "split" field: they serve every split
+
+
+def _hops(row: RowReader) -> tuple[Hop, ...]:
+    """The hops, or (bring-your-own rows) one hop without an answer per supporting id."""
+    supporting = row.optional_string_list("supporting_doc_ids")
+    hops = row.optional_objects("hops")
+    if hops is None:
+        return tuple(Hop(doc_id, "") for doc_id in supporting or ())
+    for i, hop in enumerate(hops):
+        doc_id, answer = hop.get("doc_id"), hop.get("answer")
+        if not isinstance(doc_id, str) or not doc_id.strip() or not isinstance(answer, str):
+            raise row.fail(f'expected every "hops" item to be {{"doc_id": string, "answer": string}}, actual item '
+                           f"{i}: {json.dumps(hop, ensure_ascii=False)[:80]}")
+    return tuple(Hop(h["doc_id"], h["answer"]) for h in hops)
+
+
+def _split(row: RowReader) -> str:
+    split = row.optional_string("split")
+    if split is None:
+        return _SHARED
+    if split not in SPLITS:
+        raise row.fail(f'expected "split" to be one of {list(SPLITS)} (or absent: every split), '
+                       f"actual value: {split!r}")
+    return split
+
+
+def _question_from_row(row: RowReader, lineno: int, corpus: Corpus | None) -> Question:
+    question = Question(
+        id=row.optional_string("id") or f"qa-{lineno}",
+        question=row.string("question"),
+        golden_answers=tuple(row.string_list("golden_answers", allow_single=True)),
+        hops=_hops(row),
+        template="" if row.row.get("template") is None else row.string("template", blank_ok=True),
     )
+    if corpus is not None:
+        for doc_id in [*question.supporting_doc_ids, *(row.optional_string_list("supporting_doc_ids") or ())]:
+            if doc_id not in corpus:
+                raise row.fail(f"supporting document {doc_id!r} is not in the corpus ({len(corpus)} documents, "
+                               f"version {corpus.version}); fix the id or load the corpus that has it")
+    return question
 
 
-def read_qa_jsonl(path: str | os.PathLike[str]) -> dict[str, list[Question]]:
-    """Read QA rows, grouped by their ``split`` field (rows without one go to "all")."""
+def read_qa_jsonl(path: str | os.PathLike[str], corpus: Corpus | None = None) -> dict[str, list[Question]]:
+    """Read QA rows, grouped by their ``split`` field (rows without one go to "all").
+
+    Types are checked strictly, ids must be unique (a row without one gets ``qa-<line>``)
+    and, given ``corpus``, every supporting document must be in it. Any problem is a
+    ``QAFormatError`` naming the file and line.
+    """
     out: dict[str, list[Question]] = {}
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                question = _question_from_row(row, lineno)
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
-                raise QAFormatError(
-                    f'{Path(path)}:{lineno}: expected a JSON object with "question" and a non-empty '
-                    f'"golden_answers" list (Search-R1/FlashRAG QA format), actual line: {line[:120]!r}'
-                ) from e
-            out.setdefault(str(row.get("split", "all")), []).append(question)
+    first_line: dict[str, int] = {}
+    for lineno, raw in jsonl_rows(path, QAFormatError, _EXPECTED_QA):
+        row = RowReader(raw, path, lineno, QAFormatError)
+        question = _question_from_row(row, lineno, corpus)
+        if question.id in first_line:
+            raise row.fail(f"question id {question.id!r} is already used on line {first_line[question.id]}; "
+                           "give every question its own id (episodes are keyed by it)")
+        first_line[question.id] = lineno
+        out.setdefault(_split(row), []).append(question)
+    if not out:
+        raise QAFormatError(f"{Path(path)}: no questions; expected one {_EXPECTED_QA} per line")
     return out
 
 
@@ -136,8 +165,7 @@ def _build(seed: int, progress: ProgressCallback | None) -> tuple[Corpus, dict[S
 
 
 def _write_cache(directory: Path, corpus: Corpus, splits: dict[Split, list[Question]]) -> None:
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}-", dir=directory.parent))
+    tmp = staging_dir(directory)
     try:
         corpus.write_jsonl(tmp / "corpus.jsonl")
         write_qa_jsonl(tmp / "questions.jsonl", splits)
@@ -164,12 +192,13 @@ def load_default_dataset(
 ) -> SearchDataset:
     """The bundled corpus and its train/validation/test questions, built once and cached."""
     directory = Path(cache_dir) if cache_dir else cache_root() / "search" / _default_key(seed)
+    reap_stale_staging(directory.parent)
     if not (directory / "manifest.json").exists():
         corpus, splits = _build(seed, progress)
         _write_cache(directory, corpus, splits)
         return _dataset(corpus, dict(splits))
     corpus = Corpus.read_jsonl(directory / "corpus.jsonl")
-    splits = read_qa_jsonl(directory / "questions.jsonl")
+    splits = read_qa_jsonl(directory / "questions.jsonl", corpus)
     return _dataset(corpus, {s: splits.get(s, []) for s in SPLITS})
 
 
@@ -177,8 +206,9 @@ def load_custom_dataset(qa_path: str | os.PathLike[str], corpus: Corpus) -> Sear
     """Your QA jsonl over ``corpus`` (yours via ``Corpus.read_jsonl``, or the bundled one).
 
     QA rows with a ``split`` field serve that split; rows without one serve every split.
+    Every supporting document a row names must be in ``corpus``.
     """
-    by_split = read_qa_jsonl(qa_path)
-    shared = by_split.pop("all", [])
+    by_split = read_qa_jsonl(qa_path, corpus)
+    shared = by_split.pop(_SHARED, [])
     splits = {s: by_split.get(s, []) + shared for s in SPLITS}
     return _dataset(corpus, splits)

@@ -1,3 +1,8 @@
+import os
+import signal
+import subprocess
+import sys
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -57,3 +62,29 @@ async def test_local_retriever_returns_search_r1_documents(index):
     assert top.title == "Japan (country profile)" and top.text.startswith("The capital")
     docs = await retriever.get_documents(["lyon", "missing"])
     assert docs[0].doc_id == "lyon" and docs[1] is None
+
+
+KILLED_BUILD = """
+import sys, time
+from agentgym.retrieval import BM25Index
+from tasks.search import Corpus, Document
+
+def stall(stage, fraction):
+    print(stage, flush=True)
+    time.sleep(60)  # killed here, in the middle of the build
+
+corpus = Corpus([Document(f"d{i}", f"T{i}", f"text {i}") for i in range(50)])
+BM25Index.open_or_build(corpus, sys.argv[1], progress=stall)
+"""
+
+
+def test_a_build_killed_with_sigkill_leaves_no_directory_after_the_next_start(tmp_path):
+    builder = subprocess.Popen([sys.executable, "-c", KILLED_BUILD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    assert builder.stdout.readline().startswith("bm25 index")
+    os.kill(builder.pid, signal.SIGKILL)
+    builder.wait(10)
+    assert [p.name for p in tmp_path.iterdir() if ".staging." in p.name]  # what SIGKILL leaves behind
+    corpus = Corpus([Document(f"d{i}", f"T{i}", f"text {i}") for i in range(50)])
+    index = BM25Index.open_or_build(corpus, tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == [index.path.name]
+    assert index.search("text 7", 1)[0].doc_id == "d7"

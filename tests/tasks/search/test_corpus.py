@@ -24,7 +24,7 @@ def test_jsonl_round_trip_and_version(tmp_path):
 
 def test_title_text_rows_are_accepted(tmp_path):
     path = tmp_path / "c.jsonl"
-    path.write_text(json.dumps({"id": 7, "title": "T", "text": "body"}) + "\n\n")
+    path.write_text(json.dumps({"id": "7", "title": "T", "text": "body"}) + "\n\n")
     assert Corpus.read_jsonl(path).get("7").contents == '"T"\nbody'
 
 
@@ -35,6 +35,45 @@ def test_bad_rows_name_the_file_and_line(tmp_path):
         Corpus.read_jsonl(path)
     with pytest.raises(CorpusFormatError, match="unique"):
         Corpus([Document("a", "A", "x"), Document("a", "B", "y")])
+
+
+def test_a_file_that_is_not_utf8_names_the_line_and_byte(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(b'{"id": "a", "contents": "x"}\n{"id": "b", "contents": "caf\xe9"}\n')
+    with pytest.raises(CorpusFormatError, match=r"c\.jsonl:2: byte 0xe9 at column 29 is not UTF-8; save the file as UTF-8"):
+        Corpus.read_jsonl(path)
+
+
+@pytest.mark.parametrize("row, fragment", [
+    ({"id": 5, "contents": "x"}, 'expected "id" to be a non-empty string, actual value: 5 (int)'),
+    ({"id": "a", "contents": ["x", "y"]}, 'expected "contents" to be a non-empty string, actual value: ["x", "y"] (list)'),
+    ({"id": None, "contents": "x"}, 'expected "id" to be a non-empty string, actual value: null (NoneType)'),
+    ({"id": "a", "contents": "  "}, 'expected "contents" to be a non-empty string'),
+    ({"id": "a", "title": "T", "text": 3}, 'expected "text" to be a string, actual value: 3 (int)'),
+    ({"id": "a", "body": "x"}, 'expected a JSON object with "id" and "contents"'),
+    (["a", "x"], 'expected a JSON object with "id" and "contents"'),
+])
+def test_wrong_types_are_rejected_not_coerced(tmp_path, row, fragment):
+    path = tmp_path / "c.jsonl"
+    path.write_text(json.dumps({"id": "ok", "contents": "fine"}) + "\n" + json.dumps(row) + "\n")
+    with pytest.raises(CorpusFormatError) as e:
+        Corpus.read_jsonl(path)
+    assert str(e.value).startswith(f"{path}:2: ") and fragment in str(e.value)
+
+
+@pytest.mark.parametrize("text", ["", "\n\n  \n"])
+def test_an_empty_corpus_is_rejected(tmp_path, text):
+    path = tmp_path / "c.jsonl"
+    path.write_text(text)
+    with pytest.raises(CorpusFormatError, match="c.jsonl: no documents"):
+        Corpus.read_jsonl(path)
+
+
+def test_repeated_ids_name_both_lines(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"id": "a", "contents": "x"}\n{"id": "b", "contents": "y"}\n{"id": "a", "contents": "z"}\n')
+    with pytest.raises(CorpusFormatError, match=r"c\.jsonl:3: document id 'a' is already used on line 1"):
+        Corpus.read_jsonl(path)
 
 
 def test_bundled_corpus_size_and_shape(kb):

@@ -1,0 +1,140 @@
+"""Check an env id and its kwargs before anything is built (the CLI and training configs).
+
+``gym.make`` reports an unknown id deep in a stack trace and an unknown kwarg as a
+``TypeError`` from the constructor; a kwarg with a bad value may only fail when the
+first episode needs it, where it looks like an infrastructure failure and the episode is
+dropped as ``infra_failed``. These checks turn each into a ``ConfigError`` that names the
+id or kwarg and what is allowed, from the registry and the constructor's signature (its
+``Literal`` types and plain scalar types).
+
+>>> import agentgym
+>>> check_env_kwargs("agentgym/Calculator-v0", {"difficulty": 2})
+>>> check_env_id("agentgym/Calculatr-v0")
+Traceback (most recent call last):
+...
+agentgym.errors.ConfigError: Unknown environment 'agentgym/Calculatr-v0'; did you mean 'agentgym/Calculator-v0'? (`agentgym envs` lists them)
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import types
+import typing
+from typing import Any, Literal
+
+import gymnasium as gym
+from gymnasium.envs.registration import load_env_creator
+
+from agentgym.errors import ConfigError
+
+__all__ = ["check_env_id", "check_env_kwargs"]
+
+
+def _multi_agent_ids() -> list[str]:
+    from agentgym.multi_agent import MULTI_AGENT_ENVS
+
+    return [s.env_id for s in MULTI_AGENT_ENVS]
+
+
+def _is_multi_agent(env_id: str) -> bool:
+    from agentgym.multi_agent import is_multi_agent_env
+
+    return is_multi_agent_env(env_id)
+
+
+def check_env_id(env_id: str, *, multi_agent: bool = True) -> None:
+    """Raise ``ConfigError`` (naming the closest ids) unless ``env_id`` is registered with
+    Gymnasium or, when ``multi_agent``, as a multi-agent env."""
+    if env_id in gym.registry or (multi_agent and _is_multi_agent(env_id)):
+        return
+    if _is_multi_agent(env_id):
+        raise ConfigError(f"{env_id!r} is a multi-agent env; this takes a single-agent env (`agentgym envs` "
+                          "lists both kinds)")
+    known = list(gym.registry) + (_multi_agent_ids() if multi_agent else [])
+    close = difflib.get_close_matches(env_id, known, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise ConfigError(f"Unknown environment {env_id!r}{hint} (`agentgym envs` lists them)")
+
+
+def _env_class(env_id: str) -> Any:
+    if env_id in gym.registry:
+        entry_point = gym.spec(env_id).entry_point
+        return load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+    from agentgym.multi_agent import spec
+
+    module, _, attr = spec(env_id).entry_point.partition(":")
+    return getattr(__import__(module, fromlist=[attr]), attr)
+
+
+def _init_parameters(cls: Any) -> tuple[dict[str, Any], bool]:
+    """Keyword parameters of ``cls``'s constructor with their types, and whether that
+    list is complete. A ``ToolEnv`` passes ``**kwargs`` on to its base (the documented
+    contract), so its bases are followed; elsewhere ``**kwargs`` leaves the list open."""
+    from agentgym.env import ToolEnv
+
+    params: dict[str, Any] = {}
+    for klass in getattr(cls, "__mro__", (cls,)):
+        init = klass.__dict__.get("__init__") if isinstance(klass, type) else klass
+        if init is None:
+            continue
+        try:
+            hints = typing.get_type_hints(init)
+        except Exception:  # noqa: BLE001 - an unresolvable annotation only loses the type check
+            hints = {}
+        signature = inspect.signature(init)
+        for p in signature.parameters.values():
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self":
+                params.setdefault(p.name, hints.get(p.name, Any))
+        if not any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values()):
+            return params, True
+        if not (isinstance(cls, type) and issubclass(cls, ToolEnv)):
+            return params, False
+    return params, False
+
+
+def _matches(value: Any, tp: Any) -> bool:
+    """Whether ``value`` fits ``tp`` as far as it can be checked; unknown types pass."""
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return True
+    if origin is Literal:
+        return any(value == a and type(value) is type(a) for a in typing.get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return value is None
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    kind = origin if origin is not None else tp
+    try:
+        return not isinstance(kind, type) or isinstance(value, kind)
+    except TypeError:  # a Protocol that is not runtime-checkable: cannot tell
+        return True
+
+
+def _describe(tp: Any) -> str:
+    if typing.get_origin(tp) is Literal:
+        return f"one of {list(typing.get_args(tp))}"
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in typing.get_args(tp))
+    return "None" if tp is type(None) else getattr(tp, "__name__", str(tp))
+
+
+def check_env_kwargs(env_id: str, kwargs: dict[str, Any]) -> None:
+    """Raise ``ConfigError`` for a kwarg the env does not take, or a value of the wrong
+    type or outside its ``Literal`` choices. Imports the env's module, not its data."""
+    check_env_id(env_id)
+    params, complete = _init_parameters(_env_class(env_id))
+    for name, value in kwargs.items():
+        if name not in params:
+            if complete:
+                close = difflib.get_close_matches(name, list(params), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ConfigError(f"Unknown kwarg {name!r} for {env_id}{hint} (it takes {sorted(params)})")
+            continue
+        if not _matches(value, params[name]):
+            raise ConfigError(f"Expected kwarg {name} of {env_id} to be {_describe(params[name])}, "
+                              f"actual value: {value!r}")
