@@ -17,9 +17,15 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # Builds the sandbox image when a Docker engine is reachable (a no-op when the recipe is unchanged).
+# Without one, agent code runs in the process sandbox, which needs bubblewrap: installed
+# here when this is a Debian machine and we are root, else the sandbox says what to do.
 image: $(STAMP)
 	@if docker info >/dev/null 2>&1; then $(VENV)/bin/agentgym build-image; \
 	else echo "No Docker engine reachable: skipping the sandbox image (the process sandbox will be used)."; fi
+	@command -v bwrap >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+		{ echo "Installing bubblewrap for the process sandbox"; apt-get install -y -qq bubblewrap >/dev/null 2>&1 || \
+		  { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq bubblewrap >/dev/null; }; }; } || \
+		echo "bubblewrap is not installed: without Docker, the process sandbox will refuse to run agent code."
 
 demo: image
 	$(VENV)/bin/agentgym envs

@@ -54,6 +54,9 @@ class RunReport:
     elapsed_s: float
     telemetry: Telemetry
     fingerprint: str
+    sandbox: dict[str, Any] | None = None
+    """``{"sandbox_backend", "isolation"}`` for envs that run agent code in a sandbox:
+    train and eval on different backends must never go unnoticed."""
 
     @property
     def completed(self) -> int:
@@ -79,6 +82,7 @@ class RunReport:
             "success_rate": self.success_rate, "infra_failed": self.infra_failed, "lost": len(self.lost),
             "elapsed_s": self.elapsed_s, "episodes_per_s": self.episodes_per_s,
             "mean_reward": sum(e.reward for e in self.episodes) / max(1, self.completed),
+            **(self.sandbox or {}),
         }
 
 
@@ -117,7 +121,16 @@ async def run_report(env_id: str, envs: Sequence[Any], episodes: int,
         for env in envs:
             await env._release()  # noqa: SLF001 - the runner owns these envs
     return RunReport(env_id, records, lost, time.perf_counter() - start,
-                     Telemetry.merged(e.telemetry for e in envs), str(envs[0].fingerprint))
+                     Telemetry.merged(e.telemetry for e in envs), str(envs[0].fingerprint),
+                     sandbox_summary(envs[0].fingerprint.fields))
+
+
+def sandbox_summary(fields: dict[str, Any]) -> dict[str, Any] | None:
+    """The sandbox backend and isolation level recorded in a fingerprint, if any."""
+    sandbox = fields.get("sandbox")
+    if not isinstance(sandbox, dict) or "backend" not in sandbox:
+        return None
+    return {"sandbox_backend": sandbox["backend"], "isolation": sandbox.get("isolation", "unknown")}
 
 
 async def drain_episodes(envs: Sequence[E], episodes: int,
@@ -140,6 +153,8 @@ async def drain_episodes(envs: Sequence[E], episodes: int,
             i = queue.get_nowait()
             try:
                 record = await run_one(env, i)
+            except ConfigError:
+                raise  # the user's setup (a sandbox backend that cannot run here): stop, say why
             except Exception:  # noqa: BLE001 - a lost episode is reported, never swallowed
                 lost.append((i, traceback.format_exc()))
                 continue

@@ -199,6 +199,9 @@ class DockerSandbox(SupervisedSandbox):
         if self._container is not None:
             _remove_quietly(self._container)
 
+    def kill_from_outside(self) -> None:
+        self.kill_container()
+
     def describe(self) -> dict[str, Any]:
         info = super().describe()
         info["engine"] = self.engine_url
@@ -339,6 +342,7 @@ class DockerBackend:
     def describe(self) -> dict[str, Any]:
         return {
             "backend": self.name,
+            "isolation": f"container ({self.config.runtime or 'runc'})",
             "image": self.image_info.fingerprint() if self.image_info else self._image_tag,
             "runtime": runtime_digest(),
             "config": self.config.fingerprint(),

@@ -169,7 +169,7 @@ def bwrap_argv(config: SandboxConfig, bwrap: str, *, oom_file: str | None = None
     for site in hidden:
         argv += ["--tmpfs", str(site)]  # the interpreter's own packages stay out of reach
     argv += ["--ro-bind", str(RUNTIME_DIR), _IN_RUNTIME]
-    for name, path in sorted(allowed_site_entries(config.preload).items()):
+    for name, path in sorted(allowed_site_entries(tuple(dict.fromkeys(config.preload + config.libraries))).items()):
         argv += ["--ro-bind", path, f"{_IN_SITE}/{name}"]
     for etc in ("/etc/ld.so.cache", "/etc/localtime"):
         argv += ["--ro-bind-try", etc, etc]
@@ -362,6 +362,13 @@ class ProcessSandbox(SupervisedSandbox):
 
     def _alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
+
+    def kill_from_outside(self) -> None:
+        if self._proc is not None:
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     async def _terminate(self) -> None:
         if self._stream is not None:

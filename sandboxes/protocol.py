@@ -133,6 +133,9 @@ class SandboxConfig:
     heavily loaded machine can delay both ends by seconds."""
     preload: tuple[str, ...] = ("numpy", "pandas")
     """Modules imported by the interpreter before it is handed out."""
+    libraries: tuple[str, ...] = ("numpy", "pandas", "scipy")
+    """Third-party distributions agent code may import (with what they need). The Docker
+    image installs these; the process backend makes only these visible."""
     env: tuple[tuple[str, str], ...] = ()
     """Extra environment variables as ``(name, value)`` pairs."""
     labels: tuple[tuple[str, str], ...] = ()

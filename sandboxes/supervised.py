@@ -82,6 +82,11 @@ class SupervisedSandbox(Sandbox):
     async def _terminate(self) -> None:
         """Kill the sandbox from outside and free its resources. Idempotent."""
 
+    @abc.abstractmethod
+    def kill_from_outside(self) -> None:
+        """Kill the sandbox as the infrastructure might (the engine, the OOM killer of the
+        host): for fault injection and tests of the recovery path."""
+
     @property
     @abc.abstractmethod
     def workdir(self) -> str:

@@ -76,6 +76,10 @@ def run_command(env_id: str, policy_name: str, episodes: int, concurrency: int, 
             f"[bold]{summary['episodes_per_s']:.1f}[/] episodes/s (concurrency {concurrency}), "
             f"fingerprint {summary['fingerprint']}"
         )
+        if "sandbox_backend" in summary:
+            weak = summary["isolation"] == "none"
+            console.print(f"{'[red bold]' if weak else '[dim]'}sandbox: {summary['sandbox_backend']} backend, "
+                          f"isolation {summary['isolation']}{' (UNCONFINED: trusted code only)' if weak else ''}[/]")
         for index, tb in report.lost[:3]:
             console.print(f"[red]lost episode {index}[/]:\n{tb}")
     return 0 if not report.lost else 1

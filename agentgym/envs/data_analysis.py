@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
+import typing
 import json
 import re
 from dataclasses import asdict, dataclass
@@ -44,7 +46,7 @@ from tasks.data_analysis.tiers import TEMPLATES, template_by_id
 
 __all__ = ["DataAnalysisEnv", "DataAnalysisTask", "format_exec_result", "close_shared_pools"]
 
-Backend = Literal["auto", "docker", "process"]
+Backend = Literal["auto", "docker", "process", "unsafe-process"]
 
 _START_ATTEMPTS = 3
 """Sandboxes tried for one episode start before the episode is an infrastructure failure."""
@@ -77,7 +79,7 @@ _sandbox_facts: dict[str | None, dict[str, Any]] = {}
 async def _shared_pool(backend: Backend | None) -> Any:
     """The process-wide pool for ``backend`` on the running loop (started lazily)."""
     from sandboxes import PoolConfig, make_pool
-    from sandboxes.errors import SandboxError
+    from sandboxes.errors import SandboxConfigError, SandboxError
 
     loop_key = asyncio.get_running_loop()
     key = (loop_key, backend)
@@ -88,6 +90,8 @@ async def _shared_pool(backend: Backend | None) -> Any:
             try:
                 pool = make_pool(backend, pool=PoolConfig(size=2, max_parallel_creations=4))
                 await pool.start()
+            except SandboxConfigError as e:  # the user's setup, never an infrastructure failure
+                raise ConfigError(str(e)) from e
             except SandboxError as e:
                 raise InfraError(f"could not start a sandbox pool: {e}") from e
             _pools[key] = pool
@@ -169,8 +173,9 @@ class DataAnalysisEnv(ToolEnv):
     Args:
         tier: 1-4 to draw only that tier's templates; None draws tiers uniformly.
         template: a template id (e.g. ``"t4_ols"``) to draw only that template.
-        backend: ``"docker"``, ``"process"`` or ``"auto"``; None follows
-            ``AGENTGYM_SANDBOX`` (the sandboxes package decides).
+        backend: ``"docker"``, ``"process"``, ``"unsafe-process"`` (agent code unconfined:
+            trusted code only) or ``"auto"``; None follows ``AGENTGYM_SANDBOX`` (the sandboxes
+            package decides).
         python_timeout_s: deadline of one ``python`` cell inside the sandbox.
         max_turns: steps before truncation (the oracle needs two).
         **kwargs: see :class:`agentgym.ToolEnv` (parser, split, budgets).
@@ -200,6 +205,10 @@ class DataAnalysisEnv(ToolEnv):
                 raise ConfigError(str(e)) from None
         if python_timeout_s <= 0:
             raise ConfigError(f"Expected python_timeout_s > 0, actual value: {python_timeout_s}")
+        chosen = backend or os.environ.get("AGENTGYM_SANDBOX") or "auto"
+        if chosen not in typing.get_args(Backend):
+            raise ConfigError(f"Expected backend (or AGENTGYM_SANDBOX) in {typing.get_args(Backend)}, "
+                              f"actual value: {chosen!r}")
         self.tier = tier
         self.template = template
         self.backend = backend

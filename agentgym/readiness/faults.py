@@ -8,7 +8,7 @@ A :class:`FaultPlan` says how often each fault happens (``kill=0.05,stall=0.02``
   call, draws the per-call faults;
 * it finds the episode's sandbox and the sandbox pool among the env's attributes by
   their public types (``sandboxes.SandboxPool`` and its leases), kills containers with
-  ``DockerSandbox.kill_container`` (or ``SIGKILL`` for a process sandbox), and makes
+  ``kill_from_outside`` of the sandbox (the container removed, or the process group SIGKILLed), and makes
   creation fail by wrapping the pool's ``backend.create``;
 * it stalls (``SIGSTOP``/``SIGCONT``) or restarts a real retriever process
   (:class:`~agentgym.readiness.services.RetrieverProcess`).
@@ -30,9 +30,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import os
 import random
-import signal
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -137,21 +135,11 @@ def kill_sandbox(sandbox: Any) -> bool:
         inner = sandbox.inner if hasattr(type(sandbox), "inner") else sandbox  # a lease: what is under it now
     except Exception:  # noqa: BLE001 - released meanwhile: nothing to kill
         return False
-    kill = getattr(inner, "kill_container", None)
-    if callable(kill):
-        kill()
-        return True
-    ident = str(getattr(inner, "id", ""))
-    if ident.startswith("process-") and ident[8:].isdigit():
-        try:
-            os.killpg(int(ident[8:]), signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            try:
-                os.kill(int(ident[8:]), signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                return False
-        return True
-    return False
+    kill = getattr(inner, "kill_from_outside", None)
+    if not callable(kill):
+        return False
+    kill()
+    return True
 
 
 class FaultInjector:

@@ -53,10 +53,9 @@ from agentgym.telemetry import Telemetry
 __all__ = ["StressConfig", "EpisodeOutcome", "Guarantee", "StressReport", "run_stress", "UNBOUNDED_PROCESS_ACTIONS"]
 
 UNBOUNDED_PROCESS_ACTIONS = frozenset({"fork_bomb", "thread_bomb", *BOUNDARY_ATTACKS})
-"""Dropped unless the sandbox is a container: a process sandbox run as root cannot
-bound the number of processes (RLIMIT_NPROC does not apply to root), and it does not yet
-hold the trust boundary the attacks in :data:`BOUNDARY_ATTACKS` test (the Docker
-backend does)."""
+"""Dropped when agent code runs unconfined (``AGENTGYM_SANDBOX=unsafe-process``): nothing
+bounds its processes there, and there is no trust boundary for the attacks in
+:data:`BOUNDARY_ATTACKS` to test. Docker and the bubblewrap process backend get them all."""
 _LEAKS_LINE = re.compile(r"LEAKS \[(.*?)\]")
 
 
@@ -254,14 +253,17 @@ def _accepts(env_id: str, name: str) -> bool:
     return name in params
 
 
-def _sandbox_is_container(env_kwargs: dict[str, Any]) -> bool:
+def _sandbox_is_confined(env_kwargs: dict[str, Any]) -> bool:
+    """Docker, or the process backend under bubblewrap; not the unsafe opt-in."""
     try:
         from sandboxes.pool import choose_backend
+        from sandboxes.process import isolation_support
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return choose_backend(env_kwargs.get("backend")) == "docker"
-    except Exception:  # noqa: BLE001 - no sandboxes or no engine: treat as not a container
+            backend = choose_backend(env_kwargs.get("backend"))
+        return backend == "docker" or (backend == "process" and isolation_support().bwrap is not None)
+    except Exception:  # noqa: BLE001 - no sandboxes or no engine: treat as unconfined
         return False
 
 
@@ -280,7 +282,7 @@ def run_stress(config: StressConfig) -> StressReport:
             notes.append(f"stall/stop faults need a retriever service; {config.env_id} uses none, so they were not injected")
     exclude = config.exclude_actions
     if exclude is None:
-        exclude = frozenset() if _sandbox_is_container(env_kwargs) else UNBOUNDED_PROCESS_ACTIONS
+        exclude = frozenset() if _sandbox_is_confined(env_kwargs) else UNBOUNDED_PROCESS_ACTIONS
     try:
         report = run_sync(_arun(config, env_kwargs, service, exclude))
     finally:
