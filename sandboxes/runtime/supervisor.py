@@ -316,6 +316,8 @@ class Worker:
         self.decoder = wire.FrameDecoder(max_bytes=WORKER_FRAME_LIMIT)
         self.pid = 0
         self.pgid = 0
+        self.ns_init = 0
+        """Outer pid of the init of the worker's PID namespace (process backend), else 0."""
         self.ready = False
         self.dead = False
         self.code = 0
@@ -389,6 +391,9 @@ class Supervisor:
                 self.zygote_died()
             elif self.worker is not None and pid == self.worker.pid:
                 self.exit_codes[pid] = code
+            elif self.worker is not None and self.worker.ns_init and pid == self.worker.ns_init:
+                # The worker's namespace init passes on its status (128 + N for signal N).
+                self.exit_codes[self.worker.pid] = -(code - 128) if code > 128 else code
 
     def zygote_died(self) -> None:
         if self.zygote is not None:
@@ -460,6 +465,7 @@ class Supervisor:
                     continue
                 for header, _ in w.decoder.feed(data):
                     w.ready, w.pid, w.pgid = True, header.get("pid", 0), header.get("pgid", 0)
+                    w.ns_init = header.get("ns_init") or 0
                 if eof and not w.ready:
                     failures += 1
                     self.discard_worker()
@@ -481,10 +487,11 @@ class Supervisor:
         """Kill the worker and everything it started (the zygote survives)."""
         w = self.worker
         if self.args.isolate_worker:
-            # The worker is PID 1 of its own namespace: killing it kills everything inside.
-            if w is not None and w.pid:
+            # Killing the init of the worker's PID namespace kills everything inside.
+            target = (w.ns_init or w.pid) if w is not None else 0
+            if target:
                 try:
-                    os.kill(w.pid, signal.SIGKILL)
+                    os.kill(target, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
             end = time.monotonic() + 5

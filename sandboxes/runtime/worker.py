@@ -191,7 +191,8 @@ def become_worker(options: dict, hello: dict) -> None:
     _set_oom_score(1000)  # the kernel should kill this process, not the supervisor
     _flush()
     pid = options.get("outer_pid") or os.getpid()  # as the supervisor numbers it
-    _write_frame({**hello, "pid": pid, "pgid": os.getpgid(0) if pid == os.getpid() else pid})
+    _write_frame({**hello, "pid": pid, "pgid": os.getpgid(0) if pid == os.getpid() else pid,
+                  "ns_init": options.get("ns_init")})
     serve(options)
 
 
@@ -212,14 +213,43 @@ def _become_sandbox_user(user: list | None) -> None:
         os._exit(70)
 
 
+def _namespace_init(fds: list) -> int:
+    """Split into the PID namespace's init and the worker; return the init's outer pid.
+
+    The init (PID 1) only reaps, and exits with the worker's status (a death by signal N
+    as 128 + N), taking every other process of the namespace with it. The worker is an
+    ordinary process, so signals it sends itself work as in a container.
+    """
+    import confine
+
+    init_pid = confine.outer_pid()
+    child = os.fork()
+    if child:
+        _prctl(4, 0)
+        for fd in [*fds, 0, 1, 2]:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        confine.drop_capabilities()
+        while True:
+            try:
+                pid, status = os.waitpid(-1, 0)
+            except ChildProcessError:
+                os._exit(70)
+            if pid == child:
+                code = os.waitstatus_to_exitcode(status)
+                os._exit(code if code >= 0 else 128 - code)
+    return init_pid
+
+
 def _confine_worker(options: dict) -> None:
     """As PID 1 of a fresh namespace set (process backend): note the pid the supervisor
     knows us by, then give up every capability and install the syscall filter."""
     import confine
 
     options["outer_pid"] = confine.outer_pid()
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(128 + signal.SIGTERM))  # PID 1 ignores
-    confine.drop_capabilities()  # unhandled signals from inside its own namespace otherwise
+    confine.drop_capabilities()
     if confine.syscall_filter_supported():
         confine.install_syscall_filter()
 
@@ -280,6 +310,7 @@ def zygote(options: dict, hello: dict) -> None:
                 if os.fork():
                     os._exit(0)
                 if options.get("isolate"):
+                    options["ns_init"] = _namespace_init(fds)  # returns in the worker only
                     _confine_worker(options)
                 ctrl_in, ctrl_out, out_w, err_w = fds
                 os.dup2(out_w, 1)
