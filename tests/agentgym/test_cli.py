@@ -47,7 +47,7 @@ def _bad_file(tmp_path, name, text):
     (["run", "agentgym/Calculator-v0", "--policy", "smart"], "Expected a policy in ['oracle', 'random'], actual value: 'smart'"),
     (["run", "agentgym/SearchTeam-v0", "--policy", "smart"], "team policy"),
     (["run", "agentgym/DataAnalysis-v0", "--episodes", "1", "-k", "backend=podman"],
-     "Expected kwarg backend of agentgym/DataAnalysis-v0 to be one of ['auto', 'docker', 'process']"),
+     "Expected kwarg backend of agentgym/DataAnalysis-v0 to be one of ['auto', 'docker', 'process', 'unsafe-process']"),
     (["run", "agentgym/Calculator-v0", "-k", "difficuly=2"], "Unknown kwarg 'difficuly' for agentgym/Calculator-v0; did you mean 'difficulty'?"),
     (["run", "agentgym/Calculator-v0", "-k", "difficulty=two"], "Expected kwarg difficulty of agentgym/Calculator-v0 to be int"),
     (["run", "agentgym/Calculator-v0", "-k", "difficulty=99"], "Expected difficulty 1, 2 or 3, actual value: 99"),
