@@ -31,8 +31,10 @@ FAST = dict(retry_wait_s=0.05)
 
 def _owned_by(client, pid: int) -> list:
     prefix = f"{socket.gethostname()}:{pid}:"
-    labelled = client.containers.list(all=True, sparse=True, filters={"label": OWNER_LABEL})
-    return [c for c in labelled if c.labels[OWNER_LABEL].startswith(prefix)]
+    # The raw listing carries the labels; Container objects would inspect each one, and a
+    # container can go between the listing and the inspection.
+    labelled = client.api.containers(all=True, filters={"label": OWNER_LABEL})
+    return [c for c in labelled if c["Labels"][OWNER_LABEL].startswith(prefix)]
 
 
 def test_rebuilding_an_unchanged_recipe_is_a_no_op(engine_url):
