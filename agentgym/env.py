@@ -1,22 +1,14 @@
 """``ToolEnv``: a Gymnasium env whose actions are text with tool calls in it.
 
-A subclass supplies the task family through a handful of hooks; ``ToolEnv`` does the rest
-the same way for every env: parsing, execution with the status contract, truncation,
+``ToolEnv(family)`` drives a :class:`~agentgym.family.TaskFamily` for one agent: the family
+says what the tasks, tools, prompts, scores and oracle are; ``ToolEnv`` does the rest the
+same way for every family: parsing, execution with the status contract, truncation,
 budgets, telemetry, the fingerprint and the episode ``info``. The async twins
 (``areset``/``astep``) are the primitives; the sync API submits them to the process-wide
 runtime loop (see ``agentgym.runtime``) so many envs can share pools and limits.
 
-Subclass hooks:
-
-* ``_new_task(rng, options) -> task`` — pick a task (``task.task_id`` must exist). Pure
-  function of the generator, so ``reset(seed=s)`` is deterministic.
-* ``_tools(task) -> list[Tool]`` — the episode's tools, including ``answer``. Called with
-  ``task=None`` for the fingerprint, so schemas must not depend on a task there.
-* ``_prompt(task) -> str`` — the user message.
-* ``_score(task, answer_args) -> (reward, diagnostics)``.
-* ``oracle_action() -> str`` — the next action of the oracle policy.
-* optional: ``_system_prompt()``, ``_fingerprint_fields()``, ``async _start_episode(task)``
-  and ``async _end_episode()`` for per-episode resources, ``reset_options``.
+The registered envs are thin subclasses that build their family from the env's keyword
+arguments (so ``gym.make(id, **kwargs)`` and its checks see real signatures).
 """
 
 from __future__ import annotations
@@ -36,6 +28,7 @@ from agentgym.errors import (
     ResetNeededError,
 )
 from agentgym.executor import UNPARSED, ToolExecutor, ToolResult
+from agentgym.family import ANSWER_TOOL, EpisodeView, TaskFamily
 from agentgym.fingerprint import Fingerprint, make_fingerprint
 from agentgym.parsing import FORMAT_NOTE, Parser, make_parser, normalise_action
 from agentgym.runtime import run_sync
@@ -46,7 +39,6 @@ from agentgym.truncation import truncate_head_tail
 
 __all__ = ["ToolEnv", "ANSWER_TOOL", "Split", "ParserName"]
 
-ANSWER_TOOL = "answer"
 Split = Literal["train", "validation", "test"]
 ParserName = Literal["hermes", "tags"]
 
@@ -60,9 +52,10 @@ def check_split_and_render_mode(split: str, splits: tuple[str, ...], render_mode
 
 
 class ToolEnv(gym.Env[str, str]):
-    """Base class of agentgym's text environments. See the module docstring for hooks.
+    """One agent working on the tasks of a :class:`~agentgym.family.TaskFamily`.
 
     Args:
+        family: the tasks, tools, prompts, scoring and oracle.
         parser: ``"hermes"`` (``<tool_call>{json}</tool_call>``), ``"tags"``
             (``<search>...</search>``) or a ``Parser``.
         max_turns: the episode is truncated after this many steps.
@@ -81,6 +74,7 @@ class ToolEnv(gym.Env[str, str]):
 
     def __init__(
         self,
+        family: TaskFamily | None = None,
         *,
         parser: ParserName | Parser = "hermes",
         max_turns: int = 8,
@@ -92,6 +86,10 @@ class ToolEnv(gym.Env[str, str]):
     ) -> None:
         if max_turns < 1:
             raise ConfigError(f"Expected max_turns >= 1, actual value: {max_turns}")
+        self.family = family
+        if family is not None:
+            self.env_name, self.env_version = family.name, family.version
+            self.splits, self.reset_options = family.splits, family.reset_options
         check_split_and_render_mode(split, self.splits, render_mode)
         self.parser = make_parser(parser)
         self.max_turns = max_turns
@@ -117,34 +115,46 @@ class ToolEnv(gym.Env[str, str]):
         self.transcript: list[dict[str, Any]] = []
         self._reset_episode_counters()
 
-    # ------------------------------------------------------------------ hooks
+    # ------------------------------------------------------------------ the family
+    # Every question about the task goes to the family through these; a subclass that
+    # predates families may still override them (ProbeEnv does).
+    def _family(self) -> TaskFamily:
+        if self.family is None:
+            raise NotImplementedError(f"{type(self).__name__} has no TaskFamily; pass one to ToolEnv(family)")
+        return self.family
+
     def _new_task(self, rng: np.random.Generator, options: dict[str, Any]) -> Any:
-        raise NotImplementedError
+        return self._family().new_task(rng, self.split, options)
 
     def _tools(self, task: Any) -> list[Tool]:
-        raise NotImplementedError
+        return list(self._family().tools(task).values())
 
     def _prompt(self, task: Any) -> str:
-        raise NotImplementedError
+        return self._family().prompt(task)
 
     def _score(self, task: Any, answer_args: dict[str, Any]) -> tuple[float, dict[str, Any]]:
-        raise NotImplementedError
+        return self._family().score(task, answer_args)
 
     def oracle_action(self) -> str:
         """The next action of the oracle policy (uses the hidden solution)."""
-        raise NotImplementedError
+        view = EpisodeView(turn=self._turn, results=tuple(self.last_results), parser=self.parser.name)
+        return self._family().oracle_action(self.task, view)
 
     def _system_prompt(self) -> str:
-        return "You are an agent that solves the user's task by calling tools. Answer with the answer tool."
+        if self.family is None:
+            return "You are an agent that solves the user's task by calling tools. Answer with the answer tool."
+        return self.family.system_prompt()
 
     def _fingerprint_fields(self) -> dict[str, Any]:
-        return {}
+        return self.family.fingerprint_fields() if self.family is not None else {}
 
     async def _start_episode(self, task: Any) -> None:
-        """Acquire per-episode resources (a sandbox). Raise ``InfraError`` if impossible."""
+        if self.family is not None:
+            await self.family.open_episode(task)
 
     async def _end_episode(self) -> None:
-        """Release per-episode resources. Must be safe to call twice."""
+        if self.family is not None:
+            await self.family.close_episode()
 
     # ------------------------------------------------------------ public API
     @property
@@ -185,6 +195,16 @@ class ToolEnv(gym.Env[str, str]):
         if self._live_resources:
             run_sync(self._release())
         super().close()
+
+    async def aclose(self) -> None:
+        """Release the episode's resources now (the async twin of ``close``; a runner that
+        owns the env calls it on the runtime loop). The env can be reset again."""
+        await self._release()
+
+    @property
+    def episode_done(self) -> bool:
+        """True between the end of an episode (or before the first reset) and the next reset."""
+        return self._done
 
     def render(self) -> str | None:
         if self.render_mode != "ansi":

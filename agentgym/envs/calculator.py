@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from agentgym.env import ANSWER_TOOL, ToolEnv
+from agentgym.env import ToolEnv
+from agentgym.family import ANSWER_TOOL, EpisodeView, TaskFamily
 from agentgym.errors import AgentError, ConfigError
 from agentgym.tools import Tool
 from tasks.calculator import CalculatorTask, grade_numeric, make_task, parse_number, sample_task
@@ -72,32 +73,30 @@ def _format_number(value: float | int) -> str:
     return repr(value)
 
 
-class CalculatorEnv(ToolEnv):
-    """Arithmetic word problems with exact answers.
+class CalculatorFamily(TaskFamily):
+    """Arithmetic word problems with exact answers: a ``calculate`` tool and ``answer``.
 
     Args:
         difficulty: 1 (one operation), 2 (two) or 3 (three, with parentheses).
-        **kwargs: see ``ToolEnv`` (parser, max_turns, split, ...).
     """
 
-    env_name = "Calculator"
+    name = "Calculator"
 
-    def __init__(self, difficulty: int = 1, max_turns: int = 4, **kwargs: Any) -> None:
+    def __init__(self, difficulty: int = 1) -> None:
         if difficulty not in (1, 2, 3):
             raise ConfigError(f"Expected difficulty 1, 2 or 3, actual value: {difficulty}")
         self.difficulty = difficulty
-        super().__init__(max_turns=max_turns, **kwargs)
 
-    def _new_task(self, rng: np.random.Generator, options: dict[str, Any]) -> CalculatorTask:
+    def new_task(self, rng: np.random.Generator, split: str, options: dict[str, Any]) -> CalculatorTask:
         if "task_id" in options:
             try:
                 _, d, seed = str(options["task_id"]).split("-")
                 return make_task(int(seed), int(d.lstrip("d")))
             except ValueError:
                 raise ConfigError(f"Expected a task_id like 'calc-d1-123', actual value: {options['task_id']!r}") from None
-        return sample_task(rng, self.difficulty, self.split)  # type: ignore[arg-type]
+        return sample_task(rng, self.difficulty, split)  # type: ignore[arg-type]
 
-    def _tools(self, task: CalculatorTask | None) -> list[Tool]:
+    def tools(self, task: CalculatorTask | None) -> dict[str, Tool]:
         async def calculate(expression: str) -> str:
             return _format_number(evaluate_arithmetic(expression))
 
@@ -106,38 +105,52 @@ class CalculatorEnv(ToolEnv):
                 raise AgentError(f"the answer must be a single number, got {str(answer)[:80]!r}.")
             return "Answer recorded."
 
-        return [
-            Tool("calculate", "Evaluate an arithmetic expression (+ - * / // % ** and parentheses) and return its value.",
-                 {"type": "object", "properties": {"expression": {"type": "string"}},
-                  "required": ["expression"], "additionalProperties": False},
-                 calculate, max_output_chars=200, timeout_s=2.0),
-            Tool(ANSWER_TOOL, "Give the final answer (a single number). Ends the episode.",
-                 {"type": "object", "properties": {"answer": {"type": ["number", "string"]}},
-                  "required": ["answer"], "additionalProperties": False},
-                 answer, max_output_chars=200, timeout_s=2.0),
-        ]
+        return {
+            "calculate": Tool(
+                "calculate", "Evaluate an arithmetic expression (+ - * / // % ** and parentheses) and return its value.",
+                {"type": "object", "properties": {"expression": {"type": "string"}},
+                 "required": ["expression"], "additionalProperties": False},
+                calculate, max_output_chars=200, timeout_s=2.0),
+            ANSWER_TOOL: Tool(
+                ANSWER_TOOL, "Give the final answer (a single number). Ends the episode.",
+                {"type": "object", "properties": {"answer": {"type": ["number", "string"]}},
+                 "required": ["answer"], "additionalProperties": False},
+                answer, max_output_chars=200, timeout_s=2.0),
+        }
 
-    def _system_prompt(self) -> str:
+    def system_prompt(self) -> str:
         return ("Solve the arithmetic word problem. Use the calculate tool for arithmetic, then give the final "
                 "number with the answer tool.")
 
-    def _prompt(self, task: CalculatorTask) -> str:
+    def prompt(self, task: CalculatorTask) -> str:
         return task.question
 
-    def _score(self, task: CalculatorTask, answer_args: dict[str, Any]) -> tuple[float, dict[str, Any]]:
-        reward = grade_numeric(answer_args.get("answer"), task.answer)
+    def score(self, task: CalculatorTask, answer: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+        reward = grade_numeric(answer.get("answer"), task.answer)
         return reward, {"exact_match": reward}
 
-    def _fingerprint_fields(self) -> dict[str, Any]:
+    def fingerprint_fields(self) -> dict[str, Any]:
         return {"difficulty": self.difficulty, "task_source": "tasks.calculator/v1"}
 
-    def oracle_action(self) -> str:
-        task: CalculatorTask = self.task
-        if self.parser.name == "tags":
+    def oracle_action(self, task: CalculatorTask, episode: EpisodeView) -> str:
+        if episode.parser == "tags":
             return f"<answer>{task.answer}</answer>"
-        calculated = [r for r in self.last_results if r.name == "calculate" and r.status == "ok"]
+        calculated = [r for r in episode.results if r.name == "calculate" and r.status == "ok"]
         if not calculated:
             call = {"name": "calculate", "arguments": {"expression": task.expression}}
         else:
             call = {"name": ANSWER_TOOL, "arguments": {"answer": int(calculated[-1].output)}}
         return f"<tool_call>{json.dumps(call)}</tool_call>"
+
+
+class CalculatorEnv(ToolEnv):
+    """``ToolEnv(CalculatorFamily(difficulty))``, registered as ``agentgym/Calculator-v0``.
+
+    Args:
+        difficulty: 1 (one operation), 2 (two) or 3 (three, with parentheses).
+        **kwargs: see ``ToolEnv`` (parser, max_turns, split, ...).
+    """
+
+    def __init__(self, difficulty: int = 1, max_turns: int = 4, **kwargs: Any) -> None:
+        super().__init__(CalculatorFamily(difficulty), max_turns=max_turns, **kwargs)
+        self.difficulty = difficulty

@@ -34,7 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from agentgym.env import ANSWER_TOOL, ToolEnv
+from agentgym.env import ToolEnv
+from agentgym.family import ANSWER_TOOL, EpisodeView, TaskFamily
 from agentgym.errors import AgentError, ConfigError
 from agentgym.retrieval import INDEX_FORMAT, LocalRetriever, RemoteRetriever, RetrievedDocument, Retriever
 from agentgym.retrieval.index import ProgressCallback
@@ -106,32 +107,25 @@ def _snippet(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-class SearchEnv(ToolEnv):
-    """Multi-hop question answering with search tools.
+class SearchFamily(TaskFamily):
+    """Multi-hop question answering with search tools (Search-v0, and SearchR1-v0 in the
+    tag style).
 
     Args:
-        split: ``"train"``, ``"validation"`` or ``"test"`` (disjoint by question and answer).
-        retriever_url: use a retriever service (``agentgym serve-retriever``) instead of
-            the in-process index; a service that is down is an infrastructure failure.
-        corpus_path: your corpus jsonl (``id``, ``contents``); needs ``qa_path``.
-        qa_path: your QA jsonl (``question``, ``golden_answers``); over the bundled corpus
-            when no ``corpus_path`` is given. Rows with a ``split`` field serve that split.
-        data_seed: seed of the bundled question generator.
-        topk: results per search by default (the agent may ask for 1..``max_topk``).
-        snippet_chars: characters of each result's text shown by ``search``.
-        page_chars: characters per page of ``open`` (and per passage in the tag style).
-        max_answer_chars: longer answers score 0.
-        retriever_timeout_s, retriever_retries, retriever_max_concurrency: client limits
-            of the retriever service.
-        progress: called with (stage, fraction) while data or index are built the first time.
-        **kwargs: see ``ToolEnv`` (parser, max_turns, ...).
+        style: ``"tool_calls"`` (``search``, ``open``, ``answer`` as JSON tool calls) or
+            ``"tags"`` (Search-R1's ``<search>`` and ``<answer>``; the ``tags`` parser).
+        split: the split the env draws from by default (checked to have questions).
+        retriever_url, corpus_path, qa_path, data_seed, topk, max_topk, snippet_chars,
+            page_chars, max_answer_chars, retriever_timeout_s, retriever_retries,
+            retriever_max_concurrency, progress: see ``SearchEnv``.
     """
 
-    env_name = "Search"
+    name = "Search"
 
     def __init__(
         self,
         *,
+        style: str = "tool_calls",
         split: str = "train",
         retriever_url: str | None = None,
         corpus_path: str | os.PathLike[str] | None = None,
@@ -145,10 +139,10 @@ class SearchEnv(ToolEnv):
         retriever_timeout_s: float = 5.0,
         retriever_retries: int = 2,
         retriever_max_concurrency: int = 64,
-        max_turns: int = 10,
         progress: ProgressCallback | None = None,
-        **kwargs: Any,
     ) -> None:
+        if style not in ("tool_calls", "tags"):
+            raise ConfigError(f"Expected style 'tool_calls' or 'tags', actual value: {style!r}")
         if not 1 <= topk <= max_topk <= 100:
             raise ConfigError(f"Expected 1 <= topk <= max_topk <= 100, actual values: {topk}, {max_topk}")
         if snippet_chars < 40 or page_chars < 200:
@@ -159,9 +153,9 @@ class SearchEnv(ToolEnv):
                 f"Expected retriever_timeout_s * (retriever_retries + 1) under {_TOOL_TIMEOUT_S - 1:g} s (the search "
                 f"tool's deadline), actual value: {retriever_timeout_s} * {retriever_retries + 1}"
             )
-        super().__init__(split=split, max_turns=max_turns, **kwargs)
-        if self.parser.name == "tags":
-            self.env_name = "SearchR1"
+        self.style = style
+        if style == "tags":
+            self.name = "SearchR1"
         self.topk, self.max_topk = topk, max_topk
         self.snippet_chars, self.page_chars = snippet_chars, page_chars
         self.max_answer_chars = max_answer_chars
@@ -179,44 +173,53 @@ class SearchEnv(ToolEnv):
                                                    retriever_max_concurrency)
         self._retriever_corpus = (None if retriever_url is None else
                                   _check_remote_corpus(retriever_url, self.dataset.corpus.version, retriever_timeout_s))
-        self._questions = self.dataset.questions(split)
-        if not self._questions:
-            raise ConfigError(f"Expected questions in split {split!r}, actual value: none (check qa_path's "
-                              "'split' fields)")
-        self._by_id = {q.id: q for q in self._questions}
+        self._questions_of(split)  # an empty split is a config error now, not at the first reset
         self._seen: set[str] = set()
         self._opened: set[str] = set()
         self._searches = 0
 
-    # ------------------------------------------------------------------ hooks
-    def _new_task(self, rng: np.random.Generator, options: dict[str, Any]) -> SearchTask:
+    def _questions_of(self, split: str) -> list[Question]:
+        questions = self.dataset.questions(split)
+        if not questions:
+            raise ConfigError(f"Expected questions in split {split!r}, actual value: none (check qa_path's "
+                              "'split' fields)")
+        return questions
+
+    @property
+    def seen_documents(self) -> frozenset[str]:
+        """Doc ids the episode's searches and opens have shown (for retrieval recall)."""
+        return frozenset(self._seen)
+
+    # ------------------------------------------------------------------ the family
+    def new_task(self, rng: np.random.Generator, split: str, options: dict[str, Any]) -> SearchTask:
+        questions = self._questions_of(split)
         if "task_id" in options:
-            question = self._by_id.get(str(options["task_id"]))
+            question = next((q for q in questions if q.id == str(options["task_id"])), None)
             if question is None:
-                raise ConfigError(f"Expected a task_id of split {self.split!r}, actual value: {options['task_id']!r}")
+                raise ConfigError(f"Expected a task_id of split {split!r}, actual value: {options['task_id']!r}")
         else:
-            question = self._questions[int(rng.integers(len(self._questions)))]
+            question = questions[int(rng.integers(len(questions)))]
         return SearchTask(question.id, question)
 
-    async def _start_episode(self, task: SearchTask) -> None:
+    async def open_episode(self, task: SearchTask) -> None:
         self._seen, self._opened, self._searches = set(), set(), 0
 
-    def _tools(self, task: SearchTask | None) -> list[Tool]:
-        if self.parser.name == "tags":
-            return [self._tag_search_tool(), self._answer_tool()]
-        return [self._search_tool(), self._open_tool(), self._answer_tool()]
+    def tools(self, task: SearchTask | None) -> dict[str, Tool]:
+        if self.style == "tags":
+            return {"search": self.tag_search_tool(), ANSWER_TOOL: self.answer_tool()}
+        return {"search": self.search_tool(), "open": self.open_tool(), ANSWER_TOOL: self.answer_tool()}
 
-    def _system_prompt(self) -> str:
-        return _TAGS_SYSTEM if self.parser.name == "tags" else _HERMES_SYSTEM
+    def system_prompt(self) -> str:
+        return _TAGS_SYSTEM if self.style == "tags" else _HERMES_SYSTEM
 
-    def _prompt(self, task: SearchTask) -> str:
-        if self.parser.name == "tags":
+    def prompt(self, task: SearchTask) -> str:
+        if self.style == "tags":
             return _TAGS_PROMPT.format(question=task.question.question)
         return f"Question: {task.question.question}"
 
-    def _score(self, task: SearchTask, answer_args: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+    def score(self, task: SearchTask, answer: dict[str, Any]) -> tuple[float, dict[str, Any]]:
         q = task.question
-        grade = grade_answer(str(answer_args.get("answer", "")), q.golden_answers,
+        grade = grade_answer(str(answer.get("answer", "")), q.golden_answers,
                              max_answer_chars=self.max_answer_chars)
         support = set(q.supporting_doc_ids)
         recall = len(support & self._seen) / len(support) if support else None  # unknown support
@@ -231,7 +234,7 @@ class SearchEnv(ToolEnv):
             "template": q.template,
         }
 
-    def _fingerprint_fields(self) -> dict[str, Any]:
+    def fingerprint_fields(self) -> dict[str, Any]:
         remote = {} if self._retriever_corpus is None else {"retriever_corpus": self._retriever_corpus}
         return {
             **remote,
@@ -254,7 +257,7 @@ class SearchEnv(ToolEnv):
         self._seen.update(d.doc_id for d in results)
         return results
 
-    def _search_tool(self) -> Tool:
+    def search_tool(self) -> Tool:
         async def search(query: str, k: int = self.topk) -> str:
             results = await self._retrieve(query, k)
             if not results:
@@ -279,7 +282,7 @@ class SearchEnv(ToolEnv):
                     "titles and snippets.", schema, search, max_output_chars=4000, timeout_s=self._tool_timeout(),
                     max_retries=1)
 
-    def _open_tool(self) -> Tool:
+    def open_tool(self) -> Tool:
         async def open_document(doc_id: str, page: int = 1) -> str:
             doc = await self._fetch(doc_id)
             text = doc.text
@@ -305,7 +308,7 @@ class SearchEnv(ToolEnv):
                     schema, open_document, max_output_chars=self.page_chars + 400,
                     timeout_s=self._tool_timeout(), max_retries=1)
 
-    def _tag_search_tool(self) -> Tool:
+    def tag_search_tool(self) -> Tool:
         async def search(query: str) -> str:
             results = await self._retrieve(query, self.topk)
             if not results:
@@ -320,7 +323,7 @@ class SearchEnv(ToolEnv):
                     max_output_chars=self.topk * (self.page_chars + 100), timeout_s=self._tool_timeout(),
                     max_retries=1)
 
-    def _answer_tool(self) -> Tool:
+    def answer_tool(self) -> Tool:
         async def answer(answer: str | int | float) -> str:
             if not str(answer).strip():
                 raise AgentError("the answer is empty; give a short answer such as a name, a place or a year.")
@@ -346,28 +349,91 @@ class SearchEnv(ToolEnv):
         return docs[0]
 
     # ----------------------------------------------------------------- oracle
-    def oracle_action(self) -> str:
+    def oracle_action(self, task: SearchTask, episode: EpisodeView) -> str:
         """Per supporting document: search its title and open it; then answer.
 
-        Stateless in the episode: the step count says which hop comes next.
+        Stateless in the episode: the turn count says which hop comes next.
         """
-        q: Question = self.task.question
+        q: Question = task.question
         docs = list(q.supporting_doc_ids)
-        if self._turn < len(docs):
-            doc = self.dataset.corpus.get(docs[self._turn])
+        tags = episode.parser == "tags"
+        if episode.turn < len(docs):
+            doc = self.dataset.corpus.get(docs[episode.turn])
             query = doc.title if doc is not None else q.question
-            if self.parser.name == "tags":
+            if tags:
                 return f"<search>{query}</search>"
             calls = [{"name": "search", "arguments": {"query": query}},
-                     {"name": "open", "arguments": {"doc_id": docs[self._turn]}}]
+                     {"name": "open", "arguments": {"doc_id": docs[episode.turn]}}]
             return "".join(f"<tool_call>{json.dumps(c, ensure_ascii=False)}</tool_call>" for c in calls)
-        if not docs and self._turn == 0:
-            if self.parser.name == "tags":
+        if not docs and episode.turn == 0:
+            if tags:
                 return f"<search>{q.question}</search>"
             return f"<tool_call>{json.dumps({'name': 'search', 'arguments': {'query': q.question}})}</tool_call>"
-        if self.parser.name == "tags":
+        if tags:
             return f"<answer>{q.answer}</answer>"
         return f"<tool_call>{json.dumps({'name': ANSWER_TOOL, 'arguments': {'answer': q.answer}}, ensure_ascii=False)}</tool_call>"
+
+
+class SearchEnv(ToolEnv):
+    """Multi-hop question answering with search tools: ``ToolEnv(SearchFamily(...))``.
+
+    Args:
+        split: ``"train"``, ``"validation"`` or ``"test"`` (disjoint by question and answer).
+        retriever_url: use a retriever service (``agentgym serve-retriever``) instead of
+            the in-process index; a service that is down is an infrastructure failure.
+        corpus_path: your corpus jsonl (``id``, ``contents``); needs ``qa_path``.
+        qa_path: your QA jsonl (``question``, ``golden_answers``); over the bundled corpus
+            when no ``corpus_path`` is given. Rows with a ``split`` field serve that split.
+        data_seed: seed of the bundled question generator.
+        topk: results per search by default (the agent may ask for 1..``max_topk``).
+        snippet_chars: characters of each result's text shown by ``search``.
+        page_chars: characters per page of ``open`` (and per passage in the tag style).
+        max_answer_chars: longer answers score 0.
+        retriever_timeout_s, retriever_retries, retriever_max_concurrency: client limits
+            of the retriever service.
+        progress: called with (stage, fraction) while data or index are built the first time.
+        **kwargs: see ``ToolEnv`` (parser, max_turns, ...); ``parser="tags"`` is SearchR1-v0.
+    """
+
+    def __init__(
+        self,
+        *,
+        split: str = "train",
+        retriever_url: str | None = None,
+        corpus_path: str | os.PathLike[str] | None = None,
+        qa_path: str | os.PathLike[str] | None = None,
+        data_seed: int = 0,
+        topk: int = 3,
+        max_topk: int = 10,
+        snippet_chars: int = 240,
+        page_chars: int = 2000,
+        max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
+        retriever_timeout_s: float = 5.0,
+        retriever_retries: int = 2,
+        retriever_max_concurrency: int = 64,
+        max_turns: int = 10,
+        progress: ProgressCallback | None = None,
+        **kwargs: Any,
+    ) -> None:
+        style = "tags" if getattr(kwargs.get("parser"), "name", kwargs.get("parser")) == "tags" else "tool_calls"
+        family = SearchFamily(
+            style=style, split=split, retriever_url=retriever_url, corpus_path=corpus_path, qa_path=qa_path,
+            data_seed=data_seed, topk=topk, max_topk=max_topk, snippet_chars=snippet_chars, page_chars=page_chars,
+            max_answer_chars=max_answer_chars, retriever_timeout_s=retriever_timeout_s,
+            retriever_retries=retriever_retries, retriever_max_concurrency=retriever_max_concurrency,
+            progress=progress,
+        )
+        super().__init__(family, split=split, max_turns=max_turns, **kwargs)
+        self.family: SearchFamily = family
+
+    @property
+    def dataset(self) -> SearchDataset:
+        """The corpus and questions (the family's)."""
+        return self.family.dataset
+
+    @property
+    def retriever(self) -> Retriever:
+        return self.family.retriever
 
 
 def _path(p: str | os.PathLike[str] | None) -> str | None:

@@ -5,7 +5,7 @@ cannot search. Each searcher has Search-v0's ``search`` and ``open`` and ``repor
 which closes its task and puts the text into the planner's next observation. The team
 gets one reward, the Search-v0 score of the planner's answer, and every agent receives it.
 
-The tools, tasks and scorer are Search-v0's own: the env holds one ``SearchEnv`` as a
+The tools, tasks and scorer are Search-v0's own: the env holds Search-v0's ``SearchFamily`` as a
 toolbox, so the corpus, the retriever (in-process BM25 or a retriever service), the
 question splits, the tool schemas and the grading are the same objects and the same
 fingerprint fields, and ``reset(seed=s)`` draws the same question as Search-v0 does.
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from agentgym.env import ANSWER_TOOL
-from agentgym.envs.search import SearchEnv, SearchTask
+from agentgym.envs.search import SearchFamily, SearchTask
 from agentgym.errors import AgentError, ConfigError
 from agentgym.multi_agent.base import TeamEnv
 from agentgym.tools import Tool
@@ -80,7 +80,7 @@ class SearchTeamEnv(TeamEnv):
             is withdrawn and the planner told.
         max_team_turns, parser, tool_output_budget_chars, max_action_chars,
             max_observation_chars, render_mode: see ``TeamEnv``.
-        **search_kwargs: passed to ``SearchEnv`` (split, retriever_url, corpus_path,
+        **search_kwargs: passed to ``SearchFamily`` (split, retriever_url, corpus_path,
             qa_path, data_seed, topk, snippet_chars, page_chars, max_answer_chars, ...).
     """
 
@@ -102,8 +102,8 @@ class SearchTeamEnv(TeamEnv):
         self.planner_max_turns = planner_max_turns
         self.searcher_max_turns = searcher_max_turns
         self.searcher_turns_per_task = searcher_turns_per_task
-        # Search-v0 as a toolbox: its data, retriever, tools and scorer (never stepped).
-        self.search_env = SearchEnv(split=split, **search_kwargs)
+        # Search-v0's family: its data, retriever, tools and scorer, shared by the searchers.
+        self.family = SearchFamily(split=split, **search_kwargs)
         super().__init__(parser=parser, max_team_turns=max_team_turns, split=split,
                          tool_output_budget_chars=tool_output_budget_chars, max_action_chars=max_action_chars,
                          max_observation_chars=max_observation_chars, render_mode=render_mode)
@@ -114,17 +114,17 @@ class SearchTeamEnv(TeamEnv):
         return {PLANNER: "planner", **{s: "searcher" for s in self.searchers}}
 
     def _new_task(self, rng: np.random.Generator, options: dict[str, Any]) -> SearchTask:
-        return self.search_env._new_task(rng, options)  # noqa: SLF001 - same tasks as Search-v0
+        return self.family.new_task(rng, self.split, options)  # the same tasks as Search-v0
 
     async def _start_episode(self, task: SearchTask) -> None:
         self._reset_team_state()
-        await self.search_env._start_episode(task)  # noqa: SLF001 - resets the team's seen/opened docs
+        await self.family.open_episode(task)  # resets the team's seen/opened docs
 
     def _tools(self, agent: str, task: SearchTask | None) -> list[Tool]:
         if agent == PLANNER:
             return [self._delegate_tool(), self._answer_tool()]
-        return [self.search_env._search_tool(), self.search_env._open_tool(),  # noqa: SLF001
-                self._report_tool(agent)]
+        tools = self.family.tools(task)
+        return [tools["search"], tools["open"], self._report_tool(agent)]
 
     def _system_prompt(self, agent: str) -> str:
         return _PLANNER_SYSTEM if agent == PLANNER else _SEARCHER_SYSTEM
@@ -136,7 +136,7 @@ class SearchTeamEnv(TeamEnv):
         return f"You are {agent}. Wait for a task from the planner; it will appear here."
 
     def _score(self, task: SearchTask, final: dict[str, Any]) -> tuple[float, dict[str, Any]]:
-        reward, diagnostics = self.search_env._score(task, final)  # noqa: SLF001 - the Search-v0 scorer
+        reward, diagnostics = self.family.score(task, final)  # the Search-v0 scorer
         return reward, {**diagnostics, "reports": len(self._reports), "delegations": self._delegations}
 
     def _wants_turn(self, agent: str) -> bool:
@@ -183,7 +183,7 @@ class SearchTeamEnv(TeamEnv):
                 "reports_used": len(used)}
 
     def _fingerprint_fields(self) -> dict[str, Any]:
-        return {"search": self.search_env._fingerprint_fields(),  # noqa: SLF001
+        return {"search": self.family.fingerprint_fields(),
                 "num_searchers": self.num_searchers, "searcher_turns_per_task": self.searcher_turns_per_task}
 
     # ------------------------------------------------------------------ tools
@@ -216,7 +216,7 @@ class SearchTeamEnv(TeamEnv):
                     schema, delegate, max_output_chars=400, timeout_s=2.0)
 
     def _answer_tool(self) -> Tool:
-        search_answer = self.search_env._answer_tool()  # noqa: SLF001 - Search-v0's schema and checks
+        search_answer = self.family.tools(None)[ANSWER_TOOL]  # Search-v0's schema and checks
 
         async def answer(answer: str | int | float) -> str:
             out = await search_answer.fn(answer=answer)
@@ -322,7 +322,7 @@ class SearchTeamEnv(TeamEnv):
         return _calls([{"name": "report", "arguments": {"text": "\n".join(lines)}}])
 
     def _title(self, doc_id: str) -> str:
-        doc = self.search_env.dataset.corpus.get(doc_id)
+        doc = self.family.dataset.corpus.get(doc_id)
         return doc.title if doc is not None else doc_id
 
 

@@ -44,7 +44,7 @@ def test_reset_is_deterministic_and_info_is_complete():
 
 def test_search_lists_numbered_results_with_ids_titles_and_snippets():
     env = SearchEnv()
-    env.reset(options={"task_id": env._questions[0].id})
+    env.reset(options={"task_id": env.dataset.questions("train")[0].id})
     obs, *_ = env.step(call("search", query="capital of France", k=4))
     result = env.last_results[0]
     assert result.status == "ok"
@@ -74,7 +74,7 @@ def test_open_paginates_and_rejects_unknown_ids():
 
 def test_answer_is_graded_with_guards_and_diagnostics():
     env = SearchEnv(split="test")
-    question = next(q for q in env._questions if q.num_hops == 2)
+    question = next(q for q in env.dataset.questions("test") if q.num_hops == 2)
     env.reset(options={"task_id": question.id})
     env.step(call("search", query=env.dataset.corpus.get(question.supporting_doc_ids[0]).title))
     *_, info = env.step(call("answer", answer=f"{question.answer} or Atlantis"))
