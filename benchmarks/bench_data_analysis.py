@@ -1,4 +1,4 @@
-"""DataAnalysis-v0: question generation, python tool latency, oracle episodes/s.
+"""DataAnalysis-v1: question generation, python tool latency, oracle episodes/s.
 
 Run the benchmarks (process sandboxes, no Docker needed)::
 
@@ -26,7 +26,7 @@ import pytest
 
 from tasks.data_analysis.generator import generate_question
 
-ENV_ID = "agentgym/DataAnalysis-v0"
+ENV_ID = "agentgym/DataAnalysis-v1"
 
 
 @pytest.fixture(autouse=True)
@@ -91,7 +91,7 @@ def _summary(report) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Oracle readiness run of DataAnalysis-v0")
+    parser = argparse.ArgumentParser(description="Oracle readiness run of DataAnalysis-v1")
     parser.add_argument("--episodes", type=int, default=256)
     parser.add_argument("--concurrency", type=int, default=128)
     parser.add_argument("--backend", choices=["docker", "process", "auto"], default="docker")

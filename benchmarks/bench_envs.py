@@ -35,7 +35,7 @@ CASES = {
     "agentgym/Calculator-v0": Case(4, 256, 3),
     "agentgym/Search-v0": Case(2, 128, 3),
     "agentgym/SearchR1-v0": Case(2, 128, 2),
-    "agentgym/DataAnalysis-v0": Case(1, 8, 1),
+    "agentgym/DataAnalysis-v1": Case(1, 8, 1),
 }
 
 

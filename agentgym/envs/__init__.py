@@ -36,7 +36,7 @@ ENVS: tuple[EnvSpec, ...] = (
             "multi-hop questions over a bundled Wikipedia corpus (BM25 or a retriever service)"),
     EnvSpec("agentgym/SearchR1-v0", "agentgym.envs.search:SearchEnv", ("search", "answer"),
             "Search-v0 tasks with the Search-R1 tag prompt (<search>, <answer>)", {"parser": "tags"}),
-    EnvSpec("agentgym/DataAnalysis-v0", "agentgym.envs.data_analysis:DataAnalysisEnv", ("python", "answer"),
+    EnvSpec("agentgym/DataAnalysis-v1", "agentgym.envs.data_analysis:DataAnalysisEnv", ("python", "answer"),
             "pandas questions over bundled real tables, in a sandbox", needs="Docker (or the process fallback)"),
 )
 

@@ -1,4 +1,4 @@
-"""DataAnalysis-v0: pandas questions over bundled real tables, answered from a sandbox.
+"""DataAnalysis-v1: pandas questions over bundled real tables, answered from a sandbox.
 
 Each episode draws a question from :mod:`tasks.data_analysis` (a template, a fresh
 variant of one or two real tables, and a ground truth recomputed on that variant). Only
@@ -30,13 +30,14 @@ import typing
 import json
 import re
 from dataclasses import asdict, dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import numpy as np
 
-from agentgym.env import ANSWER_TOOL, ToolEnv
+from agentgym.env import ToolEnv
+from agentgym.family import ANSWER_TOOL, EpisodeView, TaskFamily
+from agentgym.resources import shared_resources
 from agentgym.errors import AgentError, ConfigError, InfraError, ToolTimeout
-from agentgym.runtime import in_runtime_loop, run_sync
 from agentgym.tools import Tool
 from tasks.data_analysis.generator import GeneratorConfig, Question, generate_question
 from tasks.data_analysis.grading import score_answer
@@ -44,7 +45,7 @@ from tasks.data_analysis.manifest import manifest_digest
 from tasks.data_analysis.reference import answer_arguments
 from tasks.data_analysis.tiers import TEMPLATES, template_by_id
 
-__all__ = ["DataAnalysisEnv", "DataAnalysisTask", "format_exec_result", "close_shared_pools"]
+__all__ = ["DataAnalysisEnv", "DataAnalysisFamily", "DataAnalysisTask", "format_exec_result", "close_shared_pools"]
 
 Backend = Literal["auto", "docker", "process", "unsafe-process"]
 
@@ -69,46 +70,10 @@ class DataAnalysisTask:
     question: Question | None = None
 
 
-# ---- the shared pool -------------------------------------------------------------
-
-_pools: dict[tuple[asyncio.AbstractEventLoop, str | None], Any] = {}
-_pool_lock: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
-_sandbox_facts: dict[str | None, dict[str, Any]] = {}
-
-
-async def _shared_pool(backend: Backend | None) -> Any:
-    """The process-wide pool for ``backend`` on the running loop (started lazily)."""
-    from sandboxes import PoolConfig, make_pool
-    from sandboxes.errors import SandboxConfigError, SandboxError
-
-    loop_key = asyncio.get_running_loop()
-    key = (loop_key, backend)
-    lock = _pool_lock.setdefault(loop_key, asyncio.Lock())
-    async with lock:
-        pool = _pools.get(key)
-        if pool is None:
-            try:
-                pool = make_pool(backend, pool=PoolConfig(size=2, max_parallel_creations=4))
-                await pool.start()
-            except SandboxConfigError as e:  # the user's setup, never an infrastructure failure
-                raise ConfigError(str(e)) from e
-            except SandboxError as e:
-                raise InfraError(f"could not start a sandbox pool: {e}") from e
-            _pools[key] = pool
-    return pool
-
-
 async def close_shared_pools() -> None:
-    """Close every pool this module started on the running loop.
-
-    Call it (``run_sync(close_shared_pools())``) before a long-lived process moves on
-    from the env; at interpreter exit the sandboxes go away on their own (process
-    sandboxes with their host, containers after the supervisor's orphan timeout, and
-    the reaper removes any left).
-    """
-    loop_key = asyncio.get_running_loop()
-    for key in [k for k in _pools if k[0] is loop_key]:
-        await _pools.pop(key).close()
+    """Close the process's sandbox pools on the running loop (kept for callers of v0;
+    the owner is :func:`agentgym.resources.shared_resources`)."""
+    await shared_resources().aclose()
 
 
 # ---- formatting ------------------------------------------------------------------
@@ -142,14 +107,6 @@ def _failure_text(result: Any) -> str:
     return "\n".join(lines)
 
 
-def _backend_facts(pool: Any) -> dict[str, Any]:
-    """The pool's fingerprint facts without what varies between runs of the same setup."""
-    facts = {k: v for k, v in pool.describe().items() if k != "pool"}
-    if isinstance(facts.get("image"), dict):
-        facts["image"] = {k: v for k, v in facts["image"].items() if k != "built"}
-    return facts
-
-
 def _host_versions() -> dict[str, str]:
     """The ground truth is computed on the host, so its library versions matter too."""
     import platform
@@ -167,23 +124,18 @@ def _templates_digest() -> str:
     return h.hexdigest()[:16]
 
 
-class DataAnalysisEnv(ToolEnv):
+class DataAnalysisFamily(TaskFamily):
     """Pandas analysis questions over real tables, with a sandboxed ``python`` tool.
 
+    One instance per seat: between :meth:`open_episode` and :meth:`close_episode` it holds
+    the episode's sandbox lease (:attr:`sandbox`), taken from the process's shared pool.
+
     Args:
-        tier: 1-4 to draw only that tier's templates; None draws tiers uniformly.
-        template: a template id (e.g. ``"t4_ols"``) to draw only that template.
-        backend: ``"docker"``, ``"process"``, ``"unsafe-process"`` (agent code unconfined:
-            trusted code only) or ``"auto"``; None follows ``AGENTGYM_SANDBOX`` (the sandboxes
-            package decides).
-        python_timeout_s: deadline of one ``python`` cell inside the sandbox.
-        max_turns: steps before truncation (the oracle needs two).
-        **kwargs: see :class:`agentgym.ToolEnv` (parser, split, budgets).
+        tier, template, backend, python_timeout_s, generator: see ``DataAnalysisEnv``.
     """
 
-    env_name = "DataAnalysis"
-    env_version = 0
-    reset_options: ClassVar[frozenset[str]] = frozenset({"task_id"})
+    name = "DataAnalysis"
+    version = 1  # v1: the sandbox facts in the fingerprint (isolation, new limits) changed
 
     def __init__(
         self,
@@ -192,9 +144,7 @@ class DataAnalysisEnv(ToolEnv):
         *,
         backend: Backend | None = None,
         python_timeout_s: float = 30.0,
-        max_turns: int = 10,
         generator: GeneratorConfig | None = None,
-        **kwargs: Any,
     ) -> None:
         if tier is not None and tier not in (1, 2, 3, 4):
             raise ConfigError(f"Expected tier 1, 2, 3, 4 or None, actual value: {tier!r}")
@@ -216,10 +166,14 @@ class DataAnalysisEnv(ToolEnv):
         self.generator = generator or GeneratorConfig()
         self._pool: Any = None
         self._sandbox: Any = None
-        super().__init__(max_turns=max_turns, **kwargs)
         from sandboxes.reaper import install_signal_handlers
 
         install_signal_handlers()  # pools start on the runtime thread; signals need the main thread
+
+    @property
+    def sandbox(self) -> Any:
+        """The episode's sandbox lease (a ``sandboxes.PooledSandbox``), or None between episodes."""
+        return self._sandbox
 
     # ---- tasks ----------------------------------------------------------------
     @property
@@ -234,7 +188,7 @@ class DataAnalysisEnv(ToolEnv):
             return generate_question(rng, tier=int(scope[1:]), config=self.generator)
         return generate_question(rng, template_id=scope, config=self.generator)
 
-    def _new_task(self, rng: np.random.Generator, options: dict[str, Any]) -> DataAnalysisTask:
+    def new_task(self, rng: np.random.Generator, split: str, options: dict[str, Any]) -> DataAnalysisTask:
         if "task_id" in options:
             match = _TASK_ID.match(str(options["task_id"]))
             if match is None:
@@ -247,7 +201,7 @@ class DataAnalysisEnv(ToolEnv):
         return DataAnalysisTask(f"da-{scope}-{seed}", scope, seed)
 
     # ---- resources ------------------------------------------------------------
-    async def _start_episode(self, task: DataAnalysisTask) -> None:
+    async def open_episode(self, task: DataAnalysisTask) -> None:
         """Lease a sandbox and upload the episode's files; a sandbox that fails at this
         is retired (never reused) and a fresh one tried, so a poisoned sandbox can never
         break a later episode's reset."""
@@ -255,7 +209,7 @@ class DataAnalysisEnv(ToolEnv):
 
         if task.question is None:
             task.question = await asyncio.to_thread(self._question, task.scope, task.seed)
-        self._pool = await _shared_pool(self.backend)
+        self._pool = await shared_resources().sandbox_pool(self.backend)
         failure: Exception | None = None
         for _ in range(_START_ATTEMPTS):
             try:
@@ -263,7 +217,6 @@ class DataAnalysisEnv(ToolEnv):
             except SandboxError as e:
                 raise InfraError(f"no sandbox for the episode: {e}") from e
             try:
-                await self._remember_facts(self._sandbox)
                 for name, data in task.question.files.items():
                     await self._sandbox.upload(name, data)
                 return
@@ -273,20 +226,13 @@ class DataAnalysisEnv(ToolEnv):
                 await sandbox.retire(f"episode start failed: {e}")
         raise InfraError(f"could not prepare a sandbox for the episode in {_START_ATTEMPTS} tries: {failure}")
 
-    async def _end_episode(self) -> None:
+    async def close_episode(self) -> None:
         sandbox, self._sandbox = self._sandbox, None
         if sandbox is not None and self._pool is not None:
             await self._pool.release(sandbox)
 
-    async def _remember_facts(self, sandbox: Any) -> None:
-        if self.backend in _sandbox_facts:
-            return
-        backend_facts = _backend_facts(self._pool)
-        versions = dict(sandbox.describe().get("versions", {}))
-        _sandbox_facts[self.backend] = {**backend_facts, "versions": versions}
-
     # ---- tools ----------------------------------------------------------------
-    def _tools(self, task: DataAnalysisTask | None) -> list[Tool]:
+    def tools(self, task: DataAnalysisTask | None) -> dict[str, Tool]:
         async def python(code: str) -> str:
             return await self._run_python(code)
 
@@ -300,8 +246,8 @@ class DataAnalysisEnv(ToolEnv):
             }
         else:
             answer_schema = task.question.schema.json_schema()
-        return [
-            Tool("python",
+        return {
+            "python": Tool("python",
                  "Run Python code in your persistent sandbox (variables, imports and files are "
                  "kept across calls; pandas and numpy are installed; the data files are in the "
                  "working directory). Returns stdout, stderr and the value of the last expression.",
@@ -311,11 +257,11 @@ class DataAnalysisEnv(ToolEnv):
                  # safety net and must leave room to replace a dead sandbox and replay the episode.
                  python, max_output_chars=8000, timeout_s=2 * self.python_timeout_s + 120.0,
                  max_retries=2),
-            Tool(ANSWER_TOOL,
+            ANSWER_TOOL: Tool(ANSWER_TOOL,
                  "Give the final answer with exactly the fields the question asks for (numbers as "
                  "JSON numbers). Ends the episode.",
                  answer_schema, answer, max_output_chars=200, timeout_s=5.0),
-        ]
+        }
 
     async def _run_python(self, code: str) -> str:
         from sandboxes.errors import SandboxClosedError, SandboxError
@@ -337,25 +283,25 @@ class DataAnalysisEnv(ToolEnv):
         return format_exec_result(result) + note
 
     # ---- prompts --------------------------------------------------------------
-    def _system_prompt(self) -> str:
+    def system_prompt(self) -> str:
         return ("You are a data analyst. Answer the user's question about the CSV files by running "
                 "pandas code with the python tool, then give the final answer with the answer tool. "
                 "Follow the question's instructions on missing values, bounds, rounding and ties exactly.")
 
-    def _prompt(self, task: DataAnalysisTask) -> str:
+    def prompt(self, task: DataAnalysisTask) -> str:
         q = task.question
         files = "\n".join(f"- {f.describe()}" for f in q.file_info)
         return f"Files in your working directory:\n{files}\n\nQuestion: {q.text}"
 
     # ---- scoring --------------------------------------------------------------
-    def _score(self, task: DataAnalysisTask, answer_args: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+    def score(self, task: DataAnalysisTask, answer: dict[str, Any]) -> tuple[float, dict[str, Any]]:
         q = task.question
-        score = score_answer(q.schema, answer_args, q.truth)
+        score = score_answer(q.schema, answer, q.truth)
         diagnostics = {"tier": q.tier, "template": q.template_id, **score.diagnostics()}
         return score.reward, diagnostics
 
     # ---- fingerprint ----------------------------------------------------------
-    def _fingerprint_fields(self) -> dict[str, Any]:
+    def fingerprint_fields(self) -> dict[str, Any]:
         return {
             "task_source": "tasks.data_analysis/v1",
             "manifest_sha256": manifest_digest(),
@@ -368,32 +314,21 @@ class DataAnalysisEnv(ToolEnv):
         }
 
     def _facts_for_fingerprint(self) -> dict[str, Any]:
-        if self.backend not in _sandbox_facts and not in_runtime_loop():
-            run_sync(self._probe_facts())
-        return _sandbox_facts.get(self.backend, {"unresolved": True})
-
-    async def _probe_facts(self) -> None:
-        from sandboxes.errors import SandboxError
-
-        pool = await _shared_pool(self.backend)
-        try:
-            async with pool.sandbox() as sandbox:
-                self._pool = self._pool or pool
-                backend_facts = _backend_facts(pool)
-                _sandbox_facts.setdefault(self.backend, {
-                    **backend_facts, "versions": dict(sandbox.describe().get("versions", {}))})
-        except SandboxError as e:
-            raise InfraError(f"could not probe the sandbox for the fingerprint: {e}") from e
+        """The sandbox as described (backend, isolation, image and versions), without
+        starting one: computing a fingerprint never starts a resource."""
+        facts = shared_resources().sandbox_facts(self.backend)
+        if isinstance(facts.get("image"), dict):
+            facts = {**facts, "image": {k: v for k, v in facts["image"].items() if k != "built"}}
+        return facts
 
     # ---- oracle ---------------------------------------------------------------
-    def oracle_action(self) -> str:
+    def oracle_action(self, task: DataAnalysisTask, episode: EpisodeView) -> str:
         """Run the reference code in the sandbox, then answer what it printed.
 
         The answer comes from the sandbox's output, never from the host's truth, so the
         oracle's score measures the environment end to end (including library versions).
         """
-        task: DataAnalysisTask = self.task
-        ran = [r for r in self.last_results if r.name == "python" and r.status == "ok"]
+        ran = [r for r in episode.results if r.name == "python" and r.status == "ok"]
         if not ran:
             call = {"name": "python", "arguments": {"code": task.question.oracle_code()}}
             return f"<tool_call>{json.dumps(call)}</tool_call>"
@@ -401,3 +336,36 @@ class DataAnalysisEnv(ToolEnv):
         value = json.loads(stdout.strip().splitlines()[-1])
         call = {"name": ANSWER_TOOL, "arguments": answer_arguments(task.question.schema, value)}
         return f"<tool_call>{json.dumps(call)}</tool_call>"
+
+
+class DataAnalysisEnv(ToolEnv):
+    """Pandas analysis questions over real tables, with a sandboxed ``python`` tool:
+    ``ToolEnv(DataAnalysisFamily(...))``, registered as ``agentgym/DataAnalysis-v1``.
+
+    Args:
+        tier: 1-4 to draw only that tier's templates; None draws tiers uniformly.
+        template: a template id (e.g. ``"t4_ols"``) to draw only that template.
+        backend: ``"docker"``, ``"process"``, ``"unsafe-process"`` (agent code unconfined:
+            trusted code only) or ``"auto"``; None follows ``AGENTGYM_SANDBOX`` (the sandboxes
+            package decides).
+        python_timeout_s: deadline of one ``python`` cell inside the sandbox.
+        max_turns: steps before truncation (the oracle needs two).
+        generator: the question generator's settings.
+        **kwargs: see :class:`agentgym.ToolEnv` (parser, split, budgets).
+    """
+
+    def __init__(
+        self,
+        tier: int | None = None,
+        template: str | None = None,
+        *,
+        backend: Backend | None = None,
+        python_timeout_s: float = 30.0,
+        max_turns: int = 10,
+        generator: GeneratorConfig | None = None,
+        **kwargs: Any,
+    ) -> None:
+        family = DataAnalysisFamily(tier, template, backend=backend, python_timeout_s=python_timeout_s,
+                                    generator=generator)
+        super().__init__(family, max_turns=max_turns, **kwargs)
+        self.family: DataAnalysisFamily = family

@@ -1,18 +1,18 @@
-"""AnalysisReview-v0: an analyst and a reviewer answer the DataAnalysis-v0 questions.
+"""AnalysisReview-v1: an analyst and a reviewer answer the DataAnalysis-v1 questions.
 
 The analyst explores the data with ``python`` in its sandbox and calls
 ``propose(answer, code)``. The reviewer, with its own sandbox holding the same files,
 sees the proposal (answer and code), can run anything with its own ``python``, and calls
 ``accept()`` or ``reject(comment)``; a rejection goes back to the analyst with the
-comment. The team is scored on the accepted answer with DataAnalysis-v0's scorer, and
+comment. The team is scored on the accepted answer with DataAnalysis-v1's scorer, and
 every agent receives that reward. After ``max_proposals`` rejected proposals the episode
 ends without an answer (``no_agreement``, truncated).
 
-Tasks, tools, sandboxes and scoring are DataAnalysis-v0's own: each role holds a
-``DataAnalysisEnv`` as a toolbox, so sandboxes come from the same process-wide pool
+Tasks, tools, sandboxes and scoring are DataAnalysis-v1's own: each role holds a
+``DataAnalysisFamily`` of its own (with its own sandbox), so sandboxes come from the same process-wide pool
 through the same seam (``AGENTGYM_SANDBOX=process`` or ``backend="process"`` for no
 Docker), the ``python`` tool and its failure statuses are the same, and
-``reset(seed=s)`` draws the same question as DataAnalysis-v0 does.
+``reset(seed=s)`` draws the same question as DataAnalysis-v1 does.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from agentgym.envs.data_analysis import DataAnalysisEnv, DataAnalysisTask
+from agentgym.envs.data_analysis import DataAnalysisFamily, DataAnalysisTask
+from agentgym.family import ANSWER_TOOL
 from agentgym.errors import AgentError, ConfigError
 from agentgym.multi_agent.base import TeamEnv
 from agentgym.tools import Tool
@@ -59,7 +60,7 @@ class _Proposal:
 
 
 class AnalysisReviewEnv(TeamEnv):
-    """An analyst and a reviewer on the DataAnalysis-v0 tasks.
+    """An analyst and a reviewer on the DataAnalysis-v1 tasks.
 
     Args:
         tier, template, backend, python_timeout_s, generator: see ``DataAnalysisEnv``.
@@ -71,7 +72,8 @@ class AnalysisReviewEnv(TeamEnv):
     """
 
     env_name = "AnalysisReview"
-    metadata = {**TeamEnv.metadata, "name": "AnalysisReview-v0"}
+    env_version = 1  # v1: DataAnalysis-v1's fingerprint fields
+    metadata = {**TeamEnv.metadata, "name": "AnalysisReview-v1"}
 
     def __init__(self, tier: int | None = None, template: str | None = None, *, backend: Any = None,
                  python_timeout_s: float = 30.0, generator: Any = None, max_proposals: int = 3,
@@ -83,11 +85,10 @@ class AnalysisReviewEnv(TeamEnv):
         self.max_proposals = max_proposals
         self.analyst_max_turns = analyst_max_turns
         self.reviewer_max_turns = reviewer_max_turns
-        split = team_kwargs.get("split", "train")
-        toolbox = dict(tier=tier, template=template, backend=backend, python_timeout_s=python_timeout_s,
-                       generator=generator, split=split)
-        # One DataAnalysis-v0 per role: its tasks, its python tool, its own sandbox (never stepped).
-        self.toolboxes = {ANALYST: DataAnalysisEnv(**toolbox), REVIEWER: DataAnalysisEnv(**toolbox)}
+        settings = dict(tier=tier, template=template, backend=backend, python_timeout_s=python_timeout_s,
+                        generator=generator)
+        # One DataAnalysis-v1 family per seat: its tasks, its python tool, its own sandbox.
+        self.families = {ANALYST: DataAnalysisFamily(**settings), REVIEWER: DataAnalysisFamily(**settings)}
         super().__init__(max_team_turns=max_team_turns, **team_kwargs)
         self._reset_team_state()
 
@@ -96,25 +97,23 @@ class AnalysisReviewEnv(TeamEnv):
         return {ANALYST: "analyst", REVIEWER: "reviewer"}
 
     def _new_task(self, rng: np.random.Generator, options: dict[str, Any]) -> DataAnalysisTask:
-        return self.toolboxes[ANALYST]._new_task(rng, options)  # noqa: SLF001 - same tasks as DataAnalysis-v0
+        return self.families[ANALYST].new_task(rng, self.split, options)  # the same tasks as DataAnalysis-v1
 
     async def _start_episode(self, task: DataAnalysisTask) -> None:
         self._reset_team_state()
-        await self.toolboxes[ANALYST]._start_episode(task)  # noqa: SLF001 - acquire + upload, InfraError
+        await self.families[ANALYST].open_episode(task)  # acquire + upload, or InfraError
         try:
-            await self.toolboxes[REVIEWER]._start_episode(task)  # noqa: SLF001
+            await self.families[REVIEWER].open_episode(task)
         except BaseException:
-            await self.toolboxes[ANALYST]._end_episode()  # noqa: SLF001 - hold nothing when reset fails
+            await self.families[ANALYST].close_episode()  # hold nothing when reset fails
             raise
-        if "unresolved" in json.dumps(self.fingerprint.fields.get("sandbox", {})):
-            self._fingerprint = None  # built before the sandbox was known; rebuild with its facts
 
     async def _end_episode(self) -> None:
-        for box in self.toolboxes.values():
-            await box._end_episode()  # noqa: SLF001 - safe to call twice
+        for family in self.families.values():
+            await family.close_episode()  # safe to call twice
 
     def _tools(self, agent: str, task: DataAnalysisTask | None) -> list[Tool]:
-        python = self.toolboxes[agent]._tools(task)[0]  # noqa: SLF001 - DataAnalysis-v0's python tool
+        python = self.families[agent].tools(task)["python"]  # this seat's sandbox
         if agent == ANALYST:
             return [python, self._propose_tool(task)]
         return [python, self._accept_tool(), self._reject_tool()]
@@ -123,13 +122,13 @@ class AnalysisReviewEnv(TeamEnv):
         return _ANALYST_SYSTEM if agent == ANALYST else _REVIEWER_SYSTEM
 
     def _prompt(self, agent: str, task: DataAnalysisTask) -> str:
-        base = self.toolboxes[agent]._prompt(task)  # noqa: SLF001 - the files and the question
+        base = self.families[agent].prompt(task)  # the files and the question
         if agent == REVIEWER:
             return f"{base}\n\nWait for the analyst's proposal; it will appear here."
         return base
 
     def _score(self, task: DataAnalysisTask, final: dict[str, Any]) -> tuple[float, dict[str, Any]]:
-        reward, diagnostics = self.toolboxes[ANALYST]._score(task, final)  # noqa: SLF001 - DataAnalysis-v0 scorer
+        reward, diagnostics = self.families[ANALYST].score(task, final)  # DataAnalysis-v1's scorer
         return reward, {**diagnostics, "proposals": len(self._proposals)}
 
     def _wants_turn(self, agent: str) -> bool:
@@ -167,12 +166,11 @@ class AnalysisReviewEnv(TeamEnv):
         }
 
     def _fingerprint_fields(self) -> dict[str, Any]:
-        return {**self.toolboxes[ANALYST]._fingerprint_fields(),  # noqa: SLF001
-                "max_proposals": self.max_proposals}
+        return {**self.families[ANALYST].fingerprint_fields(), "max_proposals": self.max_proposals}
 
     # ------------------------------------------------------------------ tools
     def _propose_tool(self, task: DataAnalysisTask | None) -> Tool:
-        answer_tool = self.toolboxes[ANALYST]._tools(task)[1]  # noqa: SLF001 - the question's answer schema
+        answer_tool = self.families[ANALYST].tools(task)[ANSWER_TOOL]  # the question's answer schema
 
         async def propose(answer: dict[str, Any], code: str) -> str:
             if self._new_proposal is not None:
@@ -239,7 +237,7 @@ class AnalysisReviewEnv(TeamEnv):
     def oracle_actions(self) -> dict[str, str]:
         """The oracle team: the analyst runs the reference code in its sandbox and proposes
         what it printed; the reviewer reruns the proposed code in its own sandbox and accepts
-        when the proposal matches its result (by the DataAnalysis-v0 scorer)."""
+        when the proposal matches its result (by the DataAnalysis-v1 scorer)."""
         actions = {}
         if self.is_active(ANALYST):
             actions[ANALYST] = self._oracle_analyst()

@@ -39,9 +39,9 @@ MULTI_AGENT_ENVS: list[MultiAgentEnvSpec] = [
         "Search-v0 questions by a planner and k searchers (num_searchers=2)", ("planner", "searcher"),
     ),
     MultiAgentEnvSpec(
-        "agentgym/AnalysisReview-v0", "agentgym.multi_agent.analysis_review:AnalysisReviewEnv",
+        "agentgym/AnalysisReview-v1", "agentgym.multi_agent.analysis_review:AnalysisReviewEnv",
         ("python", "propose", "accept", "reject"),
-        "DataAnalysis-v0 questions by an analyst and a reviewer, each with a sandbox", ("analyst", "reviewer"),
+        "DataAnalysis-v1 questions by an analyst and a reviewer, each with a sandbox", ("analyst", "reviewer"),
     ),
 ]
 

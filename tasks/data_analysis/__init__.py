@@ -1,4 +1,4 @@
-"""Task source of DataAnalysis-v0: real tables, question templates, variants, grading.
+"""Task source of DataAnalysis-v1: real tables, question templates, variants, grading.
 
 Nothing here imports ``agentgym`` or ``sandboxes``; the environment
 (:mod:`agentgym.envs.data_analysis`) puts these pieces behind tools.

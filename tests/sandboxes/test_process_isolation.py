@@ -164,14 +164,14 @@ def test_backend_and_isolation_show_in_the_fingerprint_and_the_run_summary():
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SandboxIsolationWarning)
-        report = run_episodes("agentgym/DataAnalysis-v0", oracle_policy, episodes=2, concurrency=1,
+        report = run_episodes("agentgym/DataAnalysis-v1", oracle_policy, episodes=2, concurrency=1,
                               env_kwargs={"backend": "process"})
     assert report.summary()["sandbox_backend"] == "process" and report.summary()["isolation"] == "namespaces"
     assert not report.lost and report.success_rate == 1.0
     import gymnasium as gym
 
-    a = gym.make("agentgym/DataAnalysis-v0", backend="process")
-    b = gym.make("agentgym/DataAnalysis-v0", backend="unsafe-process")
+    a = gym.make("agentgym/DataAnalysis-v1", backend="process")
+    b = gym.make("agentgym/DataAnalysis-v1", backend="unsafe-process")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SandboxIsolationWarning)

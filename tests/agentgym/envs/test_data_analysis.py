@@ -1,4 +1,4 @@
-"""DataAnalysis-v0 through a real sandbox: ProcessSandbox here, Docker under the marker."""
+"""DataAnalysis-v1 through a real sandbox: ProcessSandbox here, Docker under the marker."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from agentgym.runtime import run_sync
 from sandboxes.errors import SandboxCrashedError
 from tasks.data_analysis.tiers import TEMPLATES
 
-ENV_ID = "agentgym/DataAnalysis-v0"
+ENV_ID = "agentgym/DataAnalysis-v1"
 
 
 @pytest.fixture(autouse=True)
@@ -157,7 +157,7 @@ async def _dead(code, timeout=None):
 
 def test_sandbox_failures_flag_the_episode_instead_of_scoring_it(env, monkeypatch):
     env.reset(seed=9)
-    monkeypatch.setattr(env._sandbox, "run", _dead)  # the lease is real; only its run fails
+    monkeypatch.setattr(env.family.sandbox, "run", _dead)  # the lease is real; only its run fails
     _, reward, terminated, truncated, info = env.step(call("python", code="1"))
     assert truncated and not terminated and reward == 0.0
     assert info["infra_failed"] is True and info["tool_results"][0]["status"] == "infra_error"
@@ -244,7 +244,7 @@ def test_oracle_through_docker_sandboxes_per_template(template, monkeypatch):
 _SIGTERM_HOLDER = """
 import sys, time
 import gymnasium as gym, agentgym
-env = gym.make("agentgym/DataAnalysis-v0", backend="docker")
+env = gym.make("agentgym/DataAnalysis-v1", backend="docker")
 env.reset(seed=1)  # the pool and its container start on the runtime thread
 print("READY", flush=True)
 time.sleep(600)

@@ -1,4 +1,4 @@
-"""AnalysisReview-v0 on the process sandbox (no Docker), plus one test on the real thing."""
+"""AnalysisReview-v1 on the process sandbox (no Docker), plus one test on the real thing."""
 
 import json
 
@@ -31,7 +31,7 @@ def call(name, **arguments):
 
 @pytest.fixture
 def env():
-    e = multi_agent.make("AnalysisReview-v0", tier=1)
+    e = multi_agent.make("AnalysisReview-v1", tier=1)
     yield e
     e.close()
 
@@ -41,7 +41,7 @@ def test_checker_passes(env):
 
 
 def test_oracle_team_scores_at_least_99_percent():
-    report = multi_agent.run_team_episodes("AnalysisReview-v0", "oracle", 16, concurrency=4, seed=20)
+    report = multi_agent.run_team_episodes("AnalysisReview-v1", "oracle", 16, concurrency=4, seed=20)
     assert report.lost == [] and report.infra_failed == 0
     assert report.success_rate >= 0.99, [e.info for e in report.episodes if not e.success][:2]
     reviewer = report.episodes[0].info["agents"][REVIEWER]
@@ -82,7 +82,7 @@ def test_accepting_a_wrong_answer_scores_zero_and_counts_a_false_accept(env):
 
 
 def test_too_many_rejections_end_without_agreement():
-    env = multi_agent.make("AnalysisReview-v0", tier=1, max_proposals=1)
+    env = multi_agent.make("AnalysisReview-v1", tier=1, max_proposals=1)
     env.reset(seed=7)
     env.step({ANALYST: call("propose", answer=_wrong_answer(env), code="x = 1")})
     _, _, terms, truncs, infos = env.step({REVIEWER: call("reject", comment="no")})
@@ -99,9 +99,9 @@ def test_proposal_schema_is_the_question_answer_schema(env):
 
 def test_each_role_has_its_own_sandbox_with_the_same_files(env):
     env.reset(seed=9)
-    boxes = env.toolboxes
-    assert boxes[ANALYST]._sandbox is not None and boxes[REVIEWER]._sandbox is not None
-    assert boxes[ANALYST]._sandbox is not boxes[REVIEWER]._sandbox
+    families = env.families
+    assert families[ANALYST].sandbox is not None and families[REVIEWER].sandbox is not None
+    assert families[ANALYST].sandbox is not families[REVIEWER].sandbox
     name = env.task.question.file_info[0].name
     env.step({ANALYST: call("python", code=f"import os; x = 41; print(os.path.exists({name!r}))")})
     assert "True" in env.seats[ANALYST].last_results[0].output
@@ -110,13 +110,13 @@ def test_each_role_has_its_own_sandbox_with_the_same_files(env):
     assert "True False" in env.seats[REVIEWER].last_results[0].output  # same files, separate state
     while env.agents:
         env.step(env.oracle_actions() or {REVIEWER: call("accept")})
-    assert boxes[ANALYST]._sandbox is None and boxes[REVIEWER]._sandbox is None  # released at the end
+    assert families[ANALYST].sandbox is None and families[REVIEWER].sandbox is None  # released at the end
 
 
 @pytest.mark.docker
 def test_oracle_team_on_docker_sandboxes(docker_engine, monkeypatch):
     monkeypatch.setenv("AGENTGYM_SANDBOX", "docker")
-    report = multi_agent.run_team_episodes("AnalysisReview-v0", "oracle", 4, concurrency=2, seed=1,
+    report = multi_agent.run_team_episodes("AnalysisReview-v1", "oracle", 4, concurrency=2, seed=1,
                                            env_kwargs={"backend": "docker"})
     assert report.lost == [], report.lost[0][1]
     failed = [e.info for e in report.episodes if not e.success]

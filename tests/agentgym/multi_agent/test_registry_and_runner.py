@@ -18,7 +18,7 @@ register(PROBE)
 
 def test_specs_have_what_agentgym_envs_prints():
     ids = {s.env_id for s in MULTI_AGENT_ENVS}
-    assert {"agentgym/SearchTeam-v0", "agentgym/AnalysisReview-v0"} <= ids
+    assert {"agentgym/SearchTeam-v0", "agentgym/AnalysisReview-v1"} <= ids
     for s in MULTI_AGENT_ENVS:
         assert s.tools and s.summary and s.env_id.startswith("agentgym/")
 

@@ -137,7 +137,7 @@ def _da_kwargs() -> dict:
 
 @pytest.mark.docker
 def test_data_analysis_with_killed_containers_loses_and_leaks_nothing(docker_engine):
-    report = run_stress(StressConfig("agentgym/DataAnalysis-v0", episodes=12, concurrency=4,
+    report = run_stress(StressConfig("agentgym/DataAnalysis-v1", episodes=12, concurrency=4,
                                      faults=FaultPlan({"kill": 0.3, "create": 0.1}), adversarial=0.0, seed=5,
                                      env_kwargs={**_da_kwargs(), "backend": "docker"}))
     assert report.faults_injected.get("kill", 0) > 0
@@ -150,7 +150,7 @@ def test_data_analysis_with_killed_containers_loses_and_leaks_nothing(docker_eng
 def test_data_analysis_process_sandbox_with_kills_and_adversarial_code(_process_sandbox):
     exclude = frozenset({"fork_bomb", "thread_bomb", "allocate_forever", "fill_disk", "kill_self", "exit_process",
                          "busy_loop", "print_forever", "sleep_forever"})
-    report = run_stress(StressConfig("agentgym/DataAnalysis-v0", episodes=12, concurrency=3,
+    report = run_stress(StressConfig("agentgym/DataAnalysis-v1", episodes=12, concurrency=3,
                                      faults=FaultPlan({"kill": 0.3}), adversarial=0.3, seed=6,
                                      env_kwargs=_da_kwargs(), exclude_actions=exclude))
     assert report.completed == 12 and not report.lost
@@ -160,7 +160,7 @@ def test_data_analysis_process_sandbox_with_kills_and_adversarial_code(_process_
 def test_agent_code_that_kills_its_interpreter_is_not_an_infra_error(_process_sandbox):
     import gymnasium as gym
 
-    env = gym.make("agentgym/DataAnalysis-v0", **_da_kwargs())
+    env = gym.make("agentgym/DataAnalysis-v1", **_da_kwargs())
     try:
         _, info = env.reset(seed=0)
         kill = next(a for a in adversarial_actions(info["tools"]) if a.name == "python:kill_self")
@@ -173,7 +173,7 @@ def test_agent_code_that_kills_its_interpreter_is_not_an_infra_error(_process_sa
 
 @pytest.mark.docker
 def test_data_analysis_trust_boundary_attacks_cause_no_infra_failure_and_no_leak(docker_engine):
-    report = run_stress(StressConfig("agentgym/DataAnalysis-v0", episodes=24, concurrency=4,
+    report = run_stress(StressConfig("agentgym/DataAnalysis-v1", episodes=24, concurrency=4,
                                      adversarial=0.5, seed=11,
                                      env_kwargs={**_da_kwargs(), "backend": "docker"}))
     assert report.completed == 24 and not report.lost
@@ -193,7 +193,7 @@ def test_the_leak_probe_finds_what_another_episode_planted(docker_engine):
     from agentgym.readiness.adversarial import CANARY
     from agentgym.readiness.stress import _foreign_canaries
 
-    env = gym.make("agentgym/DataAnalysis-v0", **_da_kwargs(), backend="docker")
+    env = gym.make("agentgym/DataAnalysis-v1", **_da_kwargs(), backend="docker")
     try:
         _, info = env.reset(seed=0)
         actions = {a.name: a for a in adversarial_actions(info["tools"])}
