@@ -16,7 +16,10 @@ Public API::
 - :class:`SandboxPool` / :class:`PoolConfig` / :func:`make_pool`: warm pool, retries,
   replay of an episode's cells onto a replacement sandbox.
 - :func:`default_image`: build-or-get the local sandbox image (tag, id, versions).
-- :func:`reap_orphans`: remove containers whose owning process is gone.
+- :func:`reap_orphans`: remove containers whose owning process is gone;
+  :func:`count_owned_containers`: this process's containers and everyone's (leak checks).
+- :class:`FaultyBackend`: wraps a backend so chosen creations fail (fault injection);
+  ``Sandbox.kill()`` kills a sandbox from outside.
 
 Nothing here imports ``agentgym``, ``tasks`` or ``baselines``. Heavy modules (the
 Docker client) load on first use.
@@ -30,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from sandboxes.errors import (
     EngineUnreachableError,
     ImageBuildError,
+    InjectedFaultError,
     SandboxClosedError,
     SandboxConfigError,
     SandboxCrashedError,
@@ -42,10 +46,11 @@ from sandboxes.protocol import ExecResult, ExecStatus, Sandbox, SandboxConfig
 if TYPE_CHECKING:  # pragma: no cover
     from sandboxes.docker import DockerBackend, DockerSandbox
     from sandboxes.fake import FakeBackend, FakeSandbox
+    from sandboxes.faulty import FaultyBackend
     from sandboxes.image import ImageInfo, default_image
     from sandboxes.pool import PoolConfig, SandboxBackend, SandboxPool, make_pool
     from sandboxes.process import ProcessBackend, ProcessSandbox
-    from sandboxes.reaper import reap_orphans
+    from sandboxes.reaper import ContainerCount, count_owned_containers, reap_orphans
     from sandboxes.sync import SyncSandbox
 
 __all__ = [
@@ -64,14 +69,18 @@ __all__ = [
     "default_image",
     "ImageInfo",
     "reap_orphans",
+    "count_owned_containers",
+    "ContainerCount",
     "SyncSandbox",
     "FakeSandbox",
     "FakeBackend",
+    "FaultyBackend",
     "SandboxError",
     "SandboxInfraError",
     "EngineUnreachableError",
     "SandboxTransportError",
     "SandboxCrashedError",
+    "InjectedFaultError",
     "SandboxClosedError",
     "SandboxConfigError",
     "ImageBuildError",
@@ -89,9 +98,12 @@ _LAZY = {
     "default_image": "sandboxes.image",
     "ImageInfo": "sandboxes.image",
     "reap_orphans": "sandboxes.reaper",
+    "count_owned_containers": "sandboxes.reaper",
+    "ContainerCount": "sandboxes.reaper",
     "SyncSandbox": "sandboxes.sync",
     "FakeSandbox": "sandboxes.fake",
     "FakeBackend": "sandboxes.fake",
+    "FaultyBackend": "sandboxes.faulty",
 }
 
 

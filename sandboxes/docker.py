@@ -199,7 +199,7 @@ class DockerSandbox(SupervisedSandbox):
         if self._container is not None:
             _remove_quietly(self._container)
 
-    def kill_from_outside(self) -> None:
+    def kill(self) -> None:
         self.kill_container()
 
     def describe(self) -> dict[str, Any]:

@@ -18,6 +18,7 @@ __all__ = [
     "EngineUnreachableError",
     "SandboxTransportError",
     "SandboxCrashedError",
+    "InjectedFaultError",
     "SandboxClosedError",
     "ImageBuildError",
     "SandboxConfigError",
@@ -52,6 +53,12 @@ class SandboxTransportError(SandboxInfraError, ConnectionError):
 
 class SandboxCrashedError(SandboxInfraError):
     """The sandbox (container or supervisor process) died and cannot serve requests."""
+
+
+class InjectedFaultError(SandboxInfraError):
+    """A failure made on purpose by :class:`~sandboxes.faulty.FaultyBackend`: the same
+    class of error as a real one (so every retry path treats it alike), but recognisable
+    in tests and reports."""
 
 
 class SandboxClosedError(SandboxError, RuntimeError):

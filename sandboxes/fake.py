@@ -55,6 +55,10 @@ class FakeSandbox(Sandbox):
         """From now on every call raises :class:`SandboxCrashedError`."""
         self._dead = True
 
+    def kill(self) -> None:
+        """Killed from outside: the same as :meth:`die`."""
+        self.die()
+
     def fail_next(self, n: int = 1) -> None:
         """The next ``n`` calls raise :class:`SandboxCrashedError` (the sandbox lives on)."""
         self._failures += n

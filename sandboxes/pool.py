@@ -380,6 +380,15 @@ class PooledSandbox(Sandbox):
     def describe(self) -> dict[str, Any]:
         return self._sandbox().describe()
 
+    def kill(self) -> None:
+        """Kill the sandbox under the lease now; the lease's next call replaces it and
+        replays the episode, as after a real crash.
+
+        Raises:
+            SandboxClosedError: the lease was released (nothing of this episode to kill).
+        """
+        self._sandbox().kill()
+
     def _sandbox(self) -> Any:
         if self._inner is None:
             raise SandboxClosedError("this sandbox was released to its pool; acquire another")

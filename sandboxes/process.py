@@ -363,12 +363,11 @@ class ProcessSandbox(SupervisedSandbox):
     def _alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
-    def kill_from_outside(self) -> None:
+    def kill(self) -> None:
+        """SIGKILL the whole process tree at once (bubblewrap gives the sandbox a session
+        of its own, so the process group alone would leave it running for a moment)."""
         if self._proc is not None:
-            try:
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            _kill_tree(self._proc.pid)
 
     async def _terminate(self) -> None:
         if self._stream is not None:
@@ -424,6 +423,30 @@ def _clean_up(proc: subprocess.Popen | None, cgroup: Any, directory: Path | None
         cgroup.remove()
     if directory is not None:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def _kill_tree(root: int) -> None:
+    """SIGKILL ``root`` and every descendant (found through ``/proc/<pid>/stat``)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    todo, tree = [root], []
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(children.get(pid, []))
+    for pid in tree:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -267,6 +267,19 @@ class Sandbox(abc.ABC):
     async def close(self) -> None:
         """Stop the sandbox and free everything it holds. Idempotent."""
 
+    def kill(self) -> None:
+        """Kill the sandbox from outside, as the infrastructure might (the engine removing
+        the container, the host's OOM killer), for fault injection and tests of recovery.
+
+        The sandbox is not closed: its next call fails with
+        :class:`~sandboxes.errors.SandboxInfraError`, as after a real crash. Blocking (it
+        may wait for the engine), so call it through ``asyncio.to_thread`` from a loop.
+
+        Raises:
+            NotImplementedError: this kind of sandbox cannot be killed from outside.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot be killed from outside")
+
     @property
     def healthy(self) -> bool:
         """False once the sandbox has seen an anomaly and should not be reused."""

@@ -22,11 +22,12 @@ import signal
 import socket
 import tempfile
 import threading
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from sandboxes.errors import SandboxConfigError
+from sandboxes.errors import EngineUnreachableError, SandboxConfigError
 from sandboxes.engine import connect, default_engine_url
 
 __all__ = [
@@ -34,6 +35,8 @@ __all__ = [
     "SANDBOX_LABEL",
     "owner_id",
     "owner_alive",
+    "ContainerCount",
+    "count_owned_containers",
     "reap_orphans",
     "register_engine",
     "sandbox_root",
@@ -140,6 +143,42 @@ def _remove_all(containers: list[Any]) -> list[str]:
     for t in threads:
         t.join()
     return [cid for cid in removed if cid]
+
+
+@dataclass(frozen=True)
+class ContainerCount:
+    """Containers labelled ``agentgym.owner`` (any state): this process's and everyone's."""
+
+    mine: int
+    total: int
+
+
+def count_owned_containers(engine_urls: list[str] | None = None) -> ContainerCount:
+    """Count labelled containers on each engine, this process's apart from the rest.
+
+    A leak check counts before and after a run: a surplus in ``mine`` once everything is
+    closed is a leak. Other owners (a parallel test run, another trainer) only add to
+    ``total``, so they are never mistaken for ours. The raw listing is used, because
+    inspecting each container races with auto-removal.
+
+    Raises:
+        EngineUnreachableError: an engine did not answer or failed to list.
+    """
+    import docker.errors
+    import requests.exceptions
+
+    me, mine, total = owner_id(), 0, 0
+    for url in dict.fromkeys(engine_urls or [default_engine_url()]):
+        client = connect(url, timeout=10)
+        try:
+            listed = client.api.containers(all=True, filters={"label": OWNER_LABEL})
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as e:
+            raise EngineUnreachableError(f"Expected the engine at {url} to list containers, but it failed: {e}") from e
+        finally:
+            client.close()
+        total += len(listed)
+        mine += sum(1 for c in listed if (c.get("Labels") or {}).get(OWNER_LABEL) == me)
+    return ContainerCount(mine, total)
 
 
 def reap_orphans(

@@ -83,9 +83,12 @@ class SupervisedSandbox(Sandbox):
         """Kill the sandbox from outside and free its resources. Idempotent."""
 
     @abc.abstractmethod
+    def kill(self) -> None:
+        """Kill the sandbox as the infrastructure might (see :meth:`Sandbox.kill`)."""
+
     def kill_from_outside(self) -> None:
-        """Kill the sandbox as the infrastructure might (the engine, the OOM killer of the
-        host): for fault injection and tests of the recovery path."""
+        """The former name of :meth:`kill`, kept for callers written against it."""
+        self.kill()
 
     @property
     @abc.abstractmethod

@@ -6,10 +6,11 @@ A :class:`FaultPlan` says how often each fault happens (``kill=0.05,stall=0.02``
 * it wraps every tool the env builds through ``ToolEnv.tool_middleware`` (the env's class
   is untouched, the ``answer`` tool and the fingerprint are unchanged) and, at each tool
   call, draws the per-call faults;
-* it finds the episode's sandbox and the sandbox pool among the env's attributes by
-  their public types (``sandboxes.SandboxPool`` and its leases), kills containers with
-  ``kill_from_outside`` of the sandbox (the container removed, or the process group SIGKILLed), and makes
-  creation fail by wrapping the pool's ``backend.create``;
+* it kills the episode's sandbox (the env's TaskFamily holds it) with ``Sandbox.kill()``
+  (the container removed, or the process group SIGKILLed; on a pool lease, whatever is
+  under it now), and makes creation fail by putting a :class:`sandboxes.FaultyBackend` in
+  front of the backend of the shared pools (:mod:`agentgym.resources`), taken away again
+  in :meth:`FaultInjector.aclose`;
 * it stalls (``SIGSTOP``/``SIGCONT``) or restarts a real retriever process
   (:class:`~agentgym.readiness.services.RetrieverProcess`).
 
@@ -31,16 +32,21 @@ import asyncio
 import dataclasses
 import logging
 import random
+import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agentgym.env import ANSWER_TOOL, ToolEnv
+from agentgym.env import ToolEnv
 from agentgym.errors import ConfigError, InfraError
 from agentgym.readiness.services import RetrieverProcess
+from agentgym.resources import shared_resources
+from agentgym.wrappers import env_attr
 from agentgym.tools import Tool
+from sandboxes import FaultyBackend, Sandbox, SandboxPool
+from sandboxes.errors import SandboxClosedError
 
-__all__ = ["FaultKind", "FAULT_KINDS", "FaultPlan", "FaultInjector", "find_sandbox", "find_pool",
+__all__ = ["FaultKind", "FAULT_KINDS", "FaultPlan", "FaultInjector", "find_sandbox", "find_pools",
            "kill_sandbox", "InjectedFault"]
 
 log = logging.getLogger(__name__)
@@ -111,34 +117,35 @@ class FaultPlan:
         return any(r > 0 for r in self.rates.values())
 
 
-def find_pool(env: ToolEnv) -> Any | None:
-    """The ``sandboxes.SandboxPool`` an env holds, found by type among its attributes."""
+def find_sandbox(env: Any) -> Sandbox | None:
+    """The sandbox ``env``'s episode holds now (a pool lease), or None between episodes:
+    asked of the env's :class:`~agentgym.family.TaskFamily` (its public ``sandbox``)."""
     try:
-        from sandboxes import SandboxPool
-    except ImportError:
+        family = env_attr(env, "family")
+    except AttributeError:
         return None
-    return next((v for v in vars(env).values() if isinstance(v, SandboxPool)), None)
+    held = getattr(family, "sandbox", None)
+    return held if isinstance(held, Sandbox) else None
 
 
-def find_sandbox(env: ToolEnv) -> Any | None:
-    """The sandbox an env's episode holds (a pool lease or a bare ``sandboxes.Sandbox``)."""
-    try:
-        from sandboxes import Sandbox
-    except ImportError:
-        return None
-    return next((v for v in vars(env).values() if isinstance(v, Sandbox)), None)
+def find_pools(env: Any) -> list[SandboxPool]:
+    """The sandbox pools ``env``'s episodes may lease from: the pools of the process's
+    owner of shared resources (:func:`agentgym.resources.shared_resources`)."""
+    return [p for p in shared_resources().pools() if isinstance(p, SandboxPool)]
 
 
-def kill_sandbox(sandbox: Any) -> bool:
-    """Kill the container or process under ``sandbox`` from outside; True if one was hit."""
-    try:
-        inner = sandbox.inner if hasattr(type(sandbox), "inner") else sandbox  # a lease: what is under it now
-    except Exception:  # noqa: BLE001 - released meanwhile: nothing to kill
+def kill_sandbox(sandbox: object) -> bool:
+    """Kill ``sandbox`` from outside with ``Sandbox.kill()``; True if something was hit.
+
+    False for anything that is not a sandbox, a lease released meanwhile, and a sandbox
+    that cannot be killed from outside. Blocking: call it through ``asyncio.to_thread``.
+    """
+    if not isinstance(sandbox, Sandbox):
         return False
-    kill = getattr(inner, "kill_from_outside", None)
-    if not callable(kill):
+    try:
+        sandbox.kill()
+    except (SandboxClosedError, NotImplementedError):
         return False
-    kill()
     return True
 
 
@@ -155,31 +162,40 @@ class FaultInjector:
         self.plan = plan
         self.service = service
         self.rng = random.Random(seed)
-        self.injected: Counter[str] = Counter()
         self.missed: Counter[str] = Counter()
         self.per_env: Counter[int] = Counter()
-        self._wrapped_backends: list[tuple[Any, Any]] = []
+        self._injected: Counter[str] = Counter()
+        self._faulty: list[tuple[SandboxPool, FaultyBackend]] = []
+        self._installed: weakref.WeakSet[ToolEnv] = weakref.WeakSet()
         self._tasks: set[asyncio.Task[Any]] = set()
+
+    @property
+    def injected(self) -> Counter[str]:
+        """Faults injected so far, by kind (``create``: as counted by the faulty backends)."""
+        counts = Counter(self._injected)
+        counts["create"] += sum(faulty.injected for _, faulty in self._faulty)
+        return +counts
 
     # ------------------------------------------------------------ installing
     def install(self, env: Any) -> None:
         """Wrap the tools ``env`` builds from now on (idempotent)."""
         base: ToolEnv = env.unwrapped
-        if getattr(base, "_fault_injector", None) is self:
+        if base in self._installed:
             return
         base.tool_middleware.append(lambda t: dataclasses.replace(t, fn=self._wrap(base, t)))
-        base._fault_injector = self  # type: ignore[attr-defined]
+        self._installed.add(base)
 
     def faults_for(self, env: Any) -> int:
         """How many faults were injected into ``env``'s calls so far."""
         return self.per_env[id(env.unwrapped)]
 
     async def aclose(self) -> None:
-        """Restore wrapped pool backends and wait for pending kills."""
-        for backend, create in self._wrapped_backends:
-            if vars(backend).get("create") is create:
-                del backend.create
-        self._wrapped_backends.clear()
+        """Give pools their own backends back and wait for pending kills."""
+        for pool, faulty in self._faulty:
+            self._injected["create"] += faulty.injected
+            if pool.backend is faulty:
+                pool.backend = faulty.inner
+        self._faulty.clear()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
@@ -213,7 +229,7 @@ class FaultInjector:
         return faulty
 
     def _count(self, kind: str, base: ToolEnv) -> None:
-        self.injected[kind] += 1
+        self._injected[kind] += 1
         self.per_env[id(base)] += 1
 
     def _spawn(self, coro: Any) -> None:
@@ -236,21 +252,13 @@ class FaultInjector:
         self._spawn(later())
 
     def _ensure_create_fault(self, base: ToolEnv) -> None:
+        """Put a :class:`~sandboxes.FaultyBackend` in front of the backend of each pool the
+        env leases from, once per pool; its seed is drawn here, so runs replay."""
         if self.plan.rate("create") <= 0:
             return
-        pool = find_pool(base)
-        backend = getattr(pool, "backend", None)
-        if backend is None or any(b is backend for b, _ in self._wrapped_backends):
-            return
-        create = backend.create
-
-        async def failing_create() -> Any:
-            if self._draw("create"):
-                from sandboxes.errors import SandboxInfraError
-
-                self.injected["create"] += 1
-                raise SandboxInfraError("injected sandbox creation failure")
-            return await create()
-
-        backend.create = failing_create
-        self._wrapped_backends.append((backend, failing_create))
+        for pool in find_pools(base):
+            if any(p is pool for p, _ in self._faulty):
+                continue
+            faulty = FaultyBackend(pool.backend, rate=self.plan.rate("create"), seed=self.rng.getrandbits(32))
+            pool.backend = faulty
+            self._faulty.append((pool, faulty))

@@ -40,6 +40,7 @@ import socket
 import subprocess
 import sys
 import time
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -487,35 +488,12 @@ class Supervisor:
         """Kill the worker and everything it started (the zygote survives)."""
         w = self.worker
         if self.args.isolate_worker:
-            # Killing the init of the worker's PID namespace kills everything inside.
-            target = (w.ns_init or w.pid) if w is not None else 0
-            if target:
-                try:
-                    os.kill(target, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            end = time.monotonic() + 5
-            while time.monotonic() < end and self.stray_pids():
-                self.reap_children()
-                time.sleep(0.0005)
+            # Everything but this supervisor, the zygote and bubblewrap's init is agent code
+            # (or a worker not ready yet): kill it all, wait for it to go, look again.
+            self._kill_until_gone(self.stray_pids)
         elif self.user.uid is not None:
             # Everything agent code can start runs as the sandbox uid, and nothing else does.
-            # Kill what is there, wait for it to be gone, look again (for what it forked).
-            for _ in range(1000):
-                victims = self.user.pids()
-                if not victims:
-                    break
-                for pid in victims:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except (ProcessLookupError, PermissionError):
-                        pass
-                end = time.monotonic() + 0.5
-                while time.monotonic() < end:
-                    self.reap_children()
-                    if all(_process_state(pid) in ("Z", "X") for pid in victims):
-                        break
-                    time.sleep(0.0005)
+            self._kill_until_gone(self.user.pids)
         elif self.kill_all:
             keep = {1, os.getpid()}
             if self.zygote is not None:
@@ -542,6 +520,25 @@ class Supervisor:
                 except (ProcessLookupError, PermissionError):
                     break
                 time.sleep(0.001)
+
+    def _kill_until_gone(self, find: Any) -> None:
+        """SIGKILL what ``find()`` lists, wait for it to be gone, and look again (for what
+        it forked meanwhile) until nothing is left."""
+        for _ in range(1000):
+            victims = find()
+            if not victims:
+                return
+            for pid in victims:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            end = time.monotonic() + 0.5
+            while time.monotonic() < end:
+                self.reap_children()
+                if all(_process_state(pid) in ("Z", "X") for pid in victims):
+                    break
+                time.sleep(0.0005)
 
     def reap_worker(self, killed: bool) -> int:
         """Wait for the worker to exit and close its pipes; returns its exit status."""

@@ -19,7 +19,7 @@ import pytest_asyncio
 from sandboxes import ProcessSandbox, SandboxConfig, make_pool
 from sandboxes.process import SandboxIsolationError, SandboxIsolationWarning, isolation_support
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+module_loop = pytest.mark.asyncio(loop_scope="module")
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -37,6 +37,7 @@ async def _value(sb, code: str):
     return eval(result.value)  # noqa: S307 - reprs of builtins we made
 
 
+@module_loop
 async def test_the_host_filesystem_is_not_there(sandbox):
     seen = await _value(sandbox, f"""
 import os
@@ -48,6 +49,7 @@ paths = ['/etc/shadow', '/etc/passwd', '/root/.bashrc', '/root/.ssh', '/home', {
     assert not any(seen.values()), seen
 
 
+@module_loop
 async def test_the_projects_code_and_gold_answers_cannot_be_imported(sandbox):
     seen = await _value(sandbox, """
 out = {}
@@ -63,6 +65,7 @@ out
     assert set(seen.values()) == {"missing"}, seen
 
 
+@module_loop
 async def test_namespaces_hide_the_host(sandbox):
     seen = await _value(sandbox, """
 import os, socket
@@ -77,6 +80,7 @@ except OSError:
     assert seen == ("sandbox", True, "no network", None)
 
 
+@module_loop
 async def test_the_environment_is_minimal(sandbox):
     env = await _value(sandbox, "import os\ndict(os.environ)")
     assert not {k for k in env if k.startswith(("AGENTGYM", "DOCKER", "SSH", "VIRTUAL_ENV"))}
@@ -84,6 +88,7 @@ async def test_the_environment_is_minimal(sandbox):
                         "PYTHONHASHSEED", "MPLBACKEND", *SandboxConfig().thread_env()}, env
 
 
+@module_loop
 async def test_limits_cannot_be_rewritten_or_escaped(sandbox):
     seen = await _value(sandbox, """
 import ctypes, os, resource
@@ -121,6 +126,7 @@ n
 """
 
 
+@module_loop
 async def test_a_fork_bomb_is_bounded(sandbox):
     result = await sandbox.run(FORK_UNTIL_REFUSED, timeout=20)
     assert result.status == "ok" and int(result.value) <= 64, result

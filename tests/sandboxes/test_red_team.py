@@ -387,7 +387,7 @@ async def test_a_sandbox_killed_from_outside_is_infrastructure(pool):
         await sb.upload("t.csv", b"a\n1\n2\n")
         await _run(sb, "import pandas as pd\ndf = pd.read_csv('t.csv')")
         victim = sb.inner
-        await asyncio.to_thread(victim.kill_from_outside)
+        await asyncio.to_thread(victim.kill)
         result = await _run(sb, "int(df.a.sum())")
         assert result.status == "ok" and result.value == "3" and not result.state_lost
         assert sb.inner is not victim
@@ -401,7 +401,7 @@ async def test_a_non_deterministic_replay_is_the_agents_outcome(pool):
         assert ran.status == "ok"
         await asyncio.sleep(1.2)
         victim = sb.inner
-        await asyncio.to_thread(victim.kill_from_outside)  # infrastructure, from outside
+        await asyncio.to_thread(victim.kill)  # infrastructure, from outside
         result = await _run(sb, "x")  # must not raise SandboxInfraError
         assert result.status == "error" and "NameError" in result.error
         assert result.state_lost and "not deterministic" in result.state_lost_reason

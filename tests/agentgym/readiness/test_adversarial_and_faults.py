@@ -132,3 +132,60 @@ def test_kill_sandbox_kills_a_process_sandbox_and_ignores_other_objects():
     assert hit
     assert outcome != "ok"
     assert kill_sandbox(object()) is False
+
+
+def test_create_faults_go_through_a_faulty_backend_that_aclose_takes_away():
+    from agentgym.runtime import run_sync
+    from sandboxes import FaultyBackend, PoolConfig, SandboxInfraError, SandboxPool
+    from sandboxes.fake import FakeBackend
+
+    env = ProbeEnv()
+    backend = FakeBackend()
+    pool = SandboxPool(backend, PoolConfig(size=0, retry_attempts=2, retry_wait_s=0.001, reap_on_start=False))
+    from agentgym.resources import shared_resources
+
+    async def register() -> None:
+        shared_resources().register_pool(pool, "fake-for-this-test")
+
+    run_sync(register())  # the process's owner of shared resources is where pools are found
+    injector = FaultInjector(FaultPlan({"create": 1.0}))
+    injector.install(env)
+    env.reset(seed=0)
+    env.step('<tool_call>{"name": "echo", "arguments": {"text": "x"}}</tool_call>')
+    assert isinstance(pool.backend, FaultyBackend) and pool.backend.inner is backend
+    assert pool.describe() == {**backend.describe(), "pool": pool.describe()["pool"]}  # fingerprint unchanged
+
+    async def acquire() -> None:
+        with pytest.raises(SandboxInfraError, match="injected"):
+            await pool.acquire()
+
+    run_sync(acquire())
+    assert injector.injected["create"] == 2  # both of the pool's attempts
+    run_sync(injector.aclose())
+    assert pool.backend is backend and injector.injected["create"] == 2
+
+    async def close() -> None:
+        await shared_resources().aclose()
+
+    run_sync(close())
+
+
+def test_kill_sandbox_kills_what_is_under_a_lease_and_misses_a_released_one():
+    import asyncio
+
+    from sandboxes import PoolConfig, SandboxPool
+    from sandboxes.fake import FakeBackend
+
+    async def scenario() -> tuple[bool, bool, str | None, bool]:
+        async with SandboxPool(FakeBackend(), PoolConfig(size=1, reap_on_start=False)) as pool:
+            lease = await pool.acquire()
+            await lease.run("x = 1")
+            victim = lease.inner
+            hit = kill_sandbox(lease)
+            value = (await lease.run("x")).value  # replaced and replayed
+            await pool.release(lease)
+            return hit, victim.healthy, value, kill_sandbox(lease)
+
+    hit, victim_alive, value, hit_after_release = asyncio.run(scenario())
+    assert hit and not victim_alive and value == "1"
+    assert not hit_after_release
