@@ -3,14 +3,23 @@
 Tests marked ``docker`` need a real Docker engine. Without one they are skipped, unless
 ``AGENTGYM_REQUIRE_DOCKER=1`` (set by CI), which turns a missing engine into a failure:
 a green CI run always means the Docker tests really ran.
+
+The ``>>>`` examples in the docstrings of ``agentgym``, ``sandboxes`` and ``tasks`` run as
+tests too (the packages are in ``testpaths``), so an example cannot drift from the code.
+Only modules whose text holds an example are imported for it, to keep collection cheap.
 """
 
 from __future__ import annotations
 
 import os
+import pathlib
 import subprocess
 
 import pytest
+from _pytest.doctest import DoctestModule
+
+ROOT = pathlib.Path(__file__).resolve().parent
+DOCTEST_PACKAGES = tuple(ROOT / name for name in ("agentgym", "sandboxes", "tasks"))
 
 _docker_state: dict[str, object] = {}
 
@@ -53,3 +62,12 @@ def docker_engine() -> str:
             pytest.fail(f"AGENTGYM_REQUIRE_DOCKER=1 but no Docker engine reachable ({why})", pytrace=False)
         pytest.skip(f"no Docker engine reachable ({why})")
     return "unix:///var/run/docker.sock"
+
+
+def pytest_collect_file(file_path: pathlib.Path, parent: pytest.Collector) -> pytest.Collector | None:
+    """Collect the docstring examples of the library packages' modules that have any."""
+    if file_path.suffix != ".py" or not any(file_path.is_relative_to(p) for p in DOCTEST_PACKAGES):
+        return None
+    if ">>>" not in file_path.read_text("utf-8"):
+        return None
+    return DoctestModule.from_parent(parent, path=file_path)

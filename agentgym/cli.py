@@ -1,6 +1,10 @@
 """The ``agentgym`` command line. Heavy imports happen inside each verb, so
 ``agentgym envs`` starts fast and ``agentgym train`` is the only verb that needs torch.
 
+Other installed packages add verbs through the ``agentgym.commands`` entry-point group
+(``baselines`` adds ``train`` and ``plot`` that way), so this package never imports them:
+see :class:`PluginGroup`.
+
 A user's mistake (an unknown env id or kwarg, a count out of range, a bad data file) is
 one line on stderr and exit code 2, checked before anything runs: never a traceback, and
 never an episode that fails later and is reported as an infrastructure failure.
@@ -14,11 +18,73 @@ from collections.abc import Callable
 from typing import Annotated, Any, NoReturn, Optional
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Gymnasium environments for tool-using LLM agents.")
+PLUGIN_GROUP = "agentgym.commands"
+"""Entry-point group of CLI verbs from other packages. Each entry point names a
+``typer.Typer`` with one command; the entry point's name is the verb."""
 
 USAGE_ERROR = 2
+
+
+def _plugins() -> dict[str, Any]:
+    """Installed entry points of :data:`PLUGIN_GROUP` by verb (the first of a name wins)."""
+    from importlib.metadata import entry_points
+
+    found: dict[str, Any] = {}
+    for ep in entry_points(group=PLUGIN_GROUP):
+        found.setdefault(ep.name, ep)
+    return found
+
+
+def _as_command(name: str, plugin: object) -> TyperCommand:
+    """The command of the one-command ``typer.Typer`` a plugin's entry point names."""
+    command = typer.main.get_command(plugin) if isinstance(plugin, typer.Typer) else None
+    if not isinstance(command, TyperCommand):
+        raise TypeError(f"Expected entry point {name!r} of {PLUGIN_GROUP!r} to name a typer.Typer with "
+                        f"one command, actual value: {type(plugin).__name__}")
+    command.name = name
+    return command
+
+
+def _broken(name: str, error: Exception) -> TyperCommand:
+    """A stand-in verb that says why the plugin behind ``name`` could not be loaded."""
+    stand_in = typer.Typer()
+
+    @stand_in.command(name, help=f"(unavailable: {error})")
+    def explain() -> None:
+        typer.echo(f"error: the {name!r} command could not be loaded ({type(error).__name__}: {error}); "
+                   "reinstall the package that provides it (e.g. pip install -e '.[train]').", err=True)
+        raise typer.Exit(USAGE_ERROR)
+
+    return typer.main.get_command(stand_in)
+
+
+class PluginGroup(TyperGroup):
+    """The built-in verbs plus those of the :data:`PLUGIN_GROUP` entry points.
+
+    A plugin is imported only when its verb runs (or the top-level help lists it), so
+    ``agentgym envs`` pays nothing for plugins; built-in verbs win over plugins of the
+    same name.
+    """
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]
+        builtin = super().list_commands(ctx)
+        return builtin + sorted(set(_plugins()) - set(builtin))
+
+    def get_command(self, ctx: typer.Context, cmd_name: str) -> Any:  # type: ignore[override]
+        command = super().get_command(ctx, cmd_name)
+        ep = None if command is not None else _plugins().get(cmd_name)
+        if ep is None:
+            return command
+        try:
+            return _as_command(cmd_name, ep.load())
+        except Exception as e:  # noqa: BLE001 - a broken plugin must not break the other verbs
+            return _broken(cmd_name, e)
+
+
+app = typer.Typer(cls=PluginGroup, add_completion=False, no_args_is_help=True,
+                  help="Gymnasium environments for tool-using LLM agents.")
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -73,11 +139,11 @@ def _check_env(env_id: str, pairs: list[str] | None = None, *, multi_agent: bool
 
 
 @app.command()
-def envs() -> None:
-    """List the registered environments and their tools."""
+def envs(json_out: Annotated[bool, typer.Option("--json", help="print the list as JSON")] = False) -> None:
+    """List the registered environments and their tools (whole ids when piped)."""
     from agentgym.commands.run import envs_command
 
-    _run(envs_command)
+    _run(lambda: envs_command(json_out))
 
 
 @app.command()
@@ -179,28 +245,6 @@ def bench(extra: Annotated[Optional[list[str]], typer.Argument(help="extra pytes
     from agentgym.commands.readiness import bench_command
 
     raise typer.Exit(bench_command(extra or []))
-
-
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def train(ctx: typer.Context, config: Annotated[str, typer.Option(help="YAML config")]) -> None:
-    """Train a policy with the PPO-EWMA baseline; extra key=value args override the config."""
-    try:
-        from baselines.cli import train_command
-    except ImportError as e:
-        typer.echo(f"The baselines package is not installed ({e}); install agentgym[train].", err=True)
-        raise typer.Exit(2) from e
-    raise typer.Exit(train_command(config, list(ctx.args)))
-
-
-@app.command()
-def plot(run_dir: str) -> None:
-    """Write PNG curves of a training run's metrics."""
-    try:
-        from baselines.cli import plot_command
-    except ImportError as e:
-        typer.echo(f"The baselines package is not installed ({e}); install agentgym[train].", err=True)
-        raise typer.Exit(2) from e
-    raise typer.Exit(plot_command(run_dir))
 
 
 def main() -> None:  # pragma: no cover - console entry

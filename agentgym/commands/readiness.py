@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from rich.console import Console
+from agentgym.commands.console import cli_console
 
 __all__ = ["stress_command", "audit_reward_command", "bench_command"]
 
@@ -25,7 +25,7 @@ def stress_command(env_id: str, episodes: int, concurrency: int, faults: str, ad
 
     # Injected faults make the pools log every replacement; the report counts them instead.
     logging.basicConfig(level=logging.ERROR)
-    console = Console(stderr=json_out)
+    console = cli_console(stderr=json_out)
     try:
         config = StressConfig(env_id, episodes=episodes, concurrency=concurrency, faults=FaultPlan.parse(faults),
                               adversarial=adversarial, seed=seed)
@@ -54,7 +54,7 @@ def audit_reward_command(env_id: str, tasks: int, seed: int) -> int:
     from agentgym.readiness import audit_reward
     from agentgym.readiness.report import audit_tables
 
-    console = Console()
+    console = cli_console()
     report = audit_reward(env_id, tasks=tasks, seed=seed)
     for table in audit_tables(report):
         console.print(table)

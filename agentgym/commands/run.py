@@ -6,30 +6,42 @@ import json
 import sys
 from typing import Any
 
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+from agentgym.commands.console import cli_console
 
 __all__ = ["envs_command", "run_command", "play_command"]
 
 
-def envs_command() -> int:
-    from agentgym.envs import ENVS
-
+def envs_command(json_out: bool = False) -> int:
+    """Print the registered envs as a table (whole ids when piped) or as JSON."""
+    rows = _env_rows()
+    if json_out:
+        print(json.dumps(rows, indent=2))
+        return 0
     table = Table(title="agentgym environments")
     for col in ("id", "tools", "what", "needs"):
         table.add_column(col)
-    for spec in ENVS:
-        table.add_row(spec.env_id, ", ".join(spec.tools), spec.summary, spec.needs or "-")
+    for row in rows:
+        needs = "multi-agent (PettingZoo)" if row["multi_agent"] else row["needs"] or "-"
+        table.add_row(row["id"], ", ".join(row["tools"]), row["summary"], needs)
+    cli_console().print(table)
+    return 0
+
+
+def _env_rows() -> list[dict[str, Any]]:
+    """One dict per registered env (single-agent first), the same for the table and JSON."""
+    from agentgym.envs import ENVS
+
+    rows = [{"id": s.env_id, "tools": list(s.tools), "summary": s.summary, "needs": s.needs,
+             "multi_agent": False} for s in ENVS]
     try:
         from agentgym.multi_agent import MULTI_AGENT_ENVS  # added by the multi-agent package
-
-        for spec in MULTI_AGENT_ENVS:
-            table.add_row(spec.env_id, ", ".join(spec.tools), spec.summary, "multi-agent (PettingZoo)")
     except ImportError:
-        pass
-    Console().print(table)
-    return 0
+        return rows
+    return rows + [{"id": s.env_id, "tools": list(s.tools), "summary": s.summary, "needs": "",
+                    "multi_agent": True} for s in MULTI_AGENT_ENVS]
 
 
 def run_command(env_id: str, policy_name: str, episodes: int, concurrency: int, seed: int,
@@ -46,7 +58,7 @@ def run_command(env_id: str, policy_name: str, episodes: int, concurrency: int, 
     else:
         get_policy(policy_name)
     _probe_env(env_id, env_kwargs)
-    console = Console(stderr=json_out, width=None if sys.stdout.isatty() else 160)
+    console = cli_console(stderr=json_out)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("success {task.fields[success]:.1%}"), TimeElapsedColumn(),
                   console=console, transient=json_out) as progress:
@@ -113,7 +125,7 @@ def play_command(env_id: str, seed: int | None, env_kwargs: dict[str, Any]) -> i
 
     import agentgym  # noqa: F401
 
-    console = Console()
+    console = cli_console()
     env = gym.make(env_id, **env_kwargs)
     obs, info = env.reset(seed=seed)
     console.print(f"[dim]task {info['task_id']} · fingerprint {info['fingerprint']}[/]")

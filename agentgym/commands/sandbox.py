@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from rich.console import Console
 from rich.table import Table
 
+from agentgym.commands.console import cli_console
 from sandboxes import EngineUnreachableError, ImageBuildError
 
 __all__ = ["build_image_command", "reap_command"]
@@ -15,7 +15,7 @@ def build_image_command(force: bool = False) -> int:
     tag, id and library versions. Returns the process exit code."""
     from sandboxes.image import build_image, image_tag
 
-    console = Console()
+    console = cli_console()
     console.print(f"sandbox image [bold]{image_tag()}[/] ({'forced rebuild' if force else 'build if missing'})")
     try:
         with console.status("building rootfs with mmdebstrap and importing it (a few minutes)..."):
@@ -38,7 +38,7 @@ def reap_command() -> int:
     """Remove sandbox containers whose owning process is dead. Returns the exit code."""
     from sandboxes import reap_orphans
 
-    console = Console()
+    console = cli_console()
     try:
         removed = reap_orphans()
     except EngineUnreachableError as e:
