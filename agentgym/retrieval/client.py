@@ -57,6 +57,16 @@ def _document(item: Any) -> RetrievedDocument:
     return RetrievedDocument(str(doc.get("id", "")), str(doc["contents"]), None if score is None else float(score))
 
 
+def _close_on(loop: asyncio.AbstractEventLoop, idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]) -> None:
+    """Close connections that belong to another loop, on that loop (transports are not
+    thread-safe). Once their loop is closed nothing can close them any more: call
+    :meth:`RemoteRetriever.aclose` before closing a loop the client used."""
+    if loop.is_closed():
+        return
+    for _, writer in idle:
+        loop.call_soon_threadsafe(writer.close)
+
+
 class RemoteRetriever:
     """Client of ``agentgym serve-retriever`` or any Search-R1 retrieval server.
 
@@ -112,14 +122,30 @@ class RemoteRetriever:
         return answer if isinstance(answer, dict) else {}
 
     async def aclose(self) -> None:
-        for _, writer in self._idle:
+        """Close the kept-alive connections and wait until their sockets are closed.
+
+        Call it on the loop the client used; a connection left open until garbage
+        collection is a ``ResourceWarning: unclosed transport``. The client stays usable
+        (the next call opens a new connection). Idempotent.
+        """
+        idle, self._idle = self._idle, []
+        if self._loop is not None and self._loop is not asyncio.get_running_loop():
+            _close_on(self._loop, idle)
+            return
+        for _, writer in idle:
             writer.close()
-        self._idle.clear()
+        for _, writer in idle:
+            try:
+                await writer.wait_closed()
+            except (ConnectionError, OSError):  # the peer reset it first: closed all the same
+                pass
 
     # ------------------------------------------------------------ internals
     def _bind_loop(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
+            if self._loop is not None:  # connections cannot move between loops: close them on theirs
+                _close_on(self._loop, self._idle)
             self._loop, self._idle = loop, []
             self._slots = asyncio.Semaphore(self.max_concurrency)
         assert self._slots is not None

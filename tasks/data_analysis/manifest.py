@@ -3,30 +3,27 @@
 ``manifest.json`` beside this file is committed; ``python -m tasks.data_analysis.manifest
 --write`` rebuilds it from the installed packages and ``--check`` (the default) exits
 non-zero when the installed data no longer matches. The manifest's own digest is part
-of the DataAnalysis environment fingerprint.
+of the DataAnalysis environment fingerprint. Reading the committed file lives in
+:mod:`tasks.data_analysis.recorded` (re-exported here), which the tables use.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import pathlib
 import sys
-from functools import lru_cache
 from typing import Any
+
+from tasks.data_analysis import sources
+from tasks.data_analysis.recorded import MANIFEST_PATH, manifest_digest, manifest_entry, read_manifest
+from tasks.data_analysis.tables import TABLES, csv_sha256, table_csv
 
 __all__ = ["MANIFEST_PATH", "build_manifest", "read_manifest", "manifest_entry",
            "manifest_digest", "check_manifest"]
 
-MANIFEST_PATH = pathlib.Path(__file__).with_name("manifest.json")
-
 
 def build_manifest() -> dict[str, Any]:
     """Load every table from its package (checking licences) and describe it."""
-    from tasks.data_analysis import sources
-    from tasks.data_analysis.tables import TABLES, csv_sha256, table_csv
-
     entries = []
     for spec in TABLES.values():
         df = spec.loader()
@@ -44,24 +41,6 @@ def build_manifest() -> dict[str, Any]:
             "columns": [str(c) for c in df.columns],
         })
     return {"schema": 1, "tables": entries}
-
-
-@lru_cache(maxsize=1)
-def read_manifest() -> dict[str, Any]:
-    return json.loads(MANIFEST_PATH.read_text("utf-8"))
-
-
-def manifest_entry(name: str) -> dict[str, Any] | None:
-    if not MANIFEST_PATH.exists():
-        return None
-    for entry in read_manifest()["tables"]:
-        if entry["name"] == name:
-            return entry
-    return None
-
-
-def manifest_digest() -> str:
-    return hashlib.sha256(MANIFEST_PATH.read_bytes()).hexdigest()
 
 
 def check_manifest() -> list[str]:

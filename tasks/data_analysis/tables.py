@@ -27,6 +27,7 @@ import pandas as pd
 
 from tasks.data_analysis import sources as S
 from tasks.data_analysis.errors import TableChecksumError, UnknownTableError
+from tasks.data_analysis.recorded import manifest_entry
 
 __all__ = ["TableSpec", "TABLES", "table_spec", "load_table", "table_csv", "csv_sha256"]
 
@@ -246,8 +247,6 @@ def csv_sha256(data: bytes) -> str:
 
 @lru_cache(maxsize=None)
 def _load_checked(name: str) -> tuple[pd.DataFrame, str]:
-    from tasks.data_analysis.manifest import manifest_entry
-
     spec = table_spec(name)
     raw = spec.loader()
     data = table_csv(raw)
