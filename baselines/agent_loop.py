@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from agentgym import InfraError
 from agentgym.telemetry import Telemetry
 from agentgym.vector import ToolVectorEnv
 from baselines.chat_tokens import ChatTokenizer
@@ -94,16 +93,9 @@ class AgentLoop:
         return self.last_batch
 
     def _reset(self, envs: list[Any], seeds: list[int], group_size: int) -> tuple[list[Trajectory], list[dict[str, Any]]]:
-        try:
-            _, infos = ToolVectorEnv(envs, autoreset=False).reset(seed=seeds)
-        except InfraError as e:  # one env's infrastructure must not lose the batch; bugs still raise
-            logger.warning("batched reset failed (%s); resetting envs one by one", e)
-            infos = []
-            for env, s in zip(envs, seeds):
-                try:
-                    infos.append(env.reset(seed=s)[1])
-                except InfraError as err:
-                    infos.append({"reset_error": f"{type(err).__name__}: {err}"})
+        # The vector env isolates each env's infrastructure failure at reset (``reset_error``
+        # in that env's info); bugs still raise.
+        _, infos = ToolVectorEnv(envs, autoreset=False).reset(seed=seeds)
         trajs = []
         for i, info in enumerate(infos):
             group = i // group_size

@@ -4,10 +4,16 @@ Saved with ``torch.save`` as one file per part in ``run_dir/checkpoint`` by the 
 process, with full (unsharded) state dicts, so a run can resume on another number of
 processes. Written to a temporary directory and renamed, so a crash mid-save leaves the
 previous checkpoint intact.
+
+RNG states are saved per process (gathered to the main process): on resume with the
+same number of processes each one gets its own stream back. On another number of
+processes the streams cannot continue; each process is then re-seeded from the step and
+its rank (distinct streams, logged).
 """
 
 from __future__ import annotations
 
+import logging
 import random
 import shutil
 from pathlib import Path
@@ -23,12 +29,37 @@ from baselines.ewma import EWMAModel
 
 __all__ = ["save_checkpoint", "load_checkpoint", "rng_state", "set_rng_state"]
 
+logger = logging.getLogger(__name__)
+
 
 def rng_state() -> dict[str, Any]:
     state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
+
+
+def _all_rng_states(info: DistInfo) -> list[dict[str, Any]]:
+    """Every process's :func:`rng_state`, in rank order (collective when distributed)."""
+    mine = rng_state()
+    if not info.enabled:
+        return [mine]
+    states: list[Any] = [None] * info.world_size
+    torch.distributed.all_gather_object(states, mine)
+    return states
+
+
+def _restore_rng(saved: dict[str, Any], step: int, info: DistInfo) -> None:
+    states = saved.get("rng_per_rank") or [saved["rng"]]  # checkpoints before per-rank states: one state
+    if len(states) == info.world_size:
+        set_rng_state(states[info.rank])
+        return
+    logger.warning("Checkpoint has RNG states of %d process(es), this run has %d: re-seeding each process from the step and its rank.",
+                   len(states), info.world_size)
+    seed = int(np.random.SeedSequence([step, info.rank]).generate_state(1)[0])
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
@@ -60,6 +91,7 @@ def save_checkpoint(path: str | Path, *, model: nn.Module, optimizer: torch.opti
             from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
             ewma_state["module"] = get_model_state_dict(ewma.module, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    rngs = _all_rng_states(info)
     if not info.is_main:
         return path
     tmp = path.with_name(path.name + ".tmp")
@@ -68,7 +100,7 @@ def save_checkpoint(path: str | Path, *, model: nn.Module, optimizer: torch.opti
     torch.save(policy, tmp / "policy.pt")
     torch.save(optim, tmp / "optimizer.pt")
     torch.save(ewma_state, tmp / "ewma.pt")
-    torch.save({"step": step, "rng": rng_state(), "extra": extra or {}}, tmp / "trainer.pt")
+    torch.save({"step": step, "rng_per_rank": rngs, "extra": extra or {}}, tmp / "trainer.pt")
     shutil.rmtree(path, ignore_errors=True)
     tmp.rename(path)
     return path
@@ -105,5 +137,5 @@ def load_checkpoint(path: str | Path, *, model: nn.Module, optimizer: torch.opti
         else:
             ewma.load_state_dict(ewma_state)
     trainer = torch.load(path / "trainer.pt", map_location="cpu", weights_only=False)
-    set_rng_state(trainer["rng"])
+    _restore_rng(trainer, int(trainer["step"]), info)
     return {"step": int(trainer["step"]), "extra": trainer.get("extra", {})}

@@ -111,7 +111,11 @@ class ModelConfig:
     tiny_dir: str = ".cache/agentgym-tiny-model"
     tiny: TinySpecConfig = field(default_factory=TinySpecConfig)
     dtype: Literal["float32", "bfloat16"] = "float32"
-    """Training parameters' dtype (bf16 halves memory; keep fp32 on CPU)."""
+    """Compute dtype of the trainer's forwards and of the rollout engine's weights. The
+    trainer's parameters, gradients, optimiser state and EWMA always stay float32 (master
+    weights): AdamW steps of ~1e-6 round away in bf16. ``bfloat16`` runs the forwards
+    under autocast (one process, DDP) or FSDP2's ``MixedPrecisionPolicy(param_dtype=bf16,
+    reduce_dtype=fp32)``."""
     gradient_checkpointing: bool = False
 
 
@@ -143,8 +147,14 @@ class VLLMConfig(_RangeChecked):
     section: ClassVar[str] = "rollout.vllm."
     tensor_parallel_size: int = at_least(1, 1)
     gpu_memory_utilization: float = between(0, 1, 0.5, low_open=True)
+    """Fraction of GPU memory for vLLM (GPU platforms; ignored by vLLM's CPU build, where
+    a fraction would be of host RAM: size its KV cache with ``kv_cache_memory_bytes`` or
+    ``VLLM_CPU_KVCACHE_SPACE`` in GiB)."""
+    kv_cache_memory_bytes: int | None = at_least(1, None)
+    """An explicit KV-cache size in bytes (any platform); None lets vLLM decide."""
     enable_sleep_mode: bool = True
-    """Free vLLM's GPU memory while the trainer runs (colocated training)."""
+    """Free vLLM's GPU memory while the trainer runs (colocated training); ignored
+    (sleep/wake are no-ops) on platforms without sleep mode, such as CPU."""
     enforce_eager: bool = False
     max_model_len: int | None = at_least(1, None)
 
@@ -169,6 +179,13 @@ class RolloutConfig(_RangeChecked):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.top_p < 1:
+            raise ConfigError(
+                f"Expected rollout.top_p = 1, actual value: {self.top_p}. With top_p < 1 the engine's log-probs are "
+                "under the nucleus-truncated distribution while the trainer's are under the full softmax (temperature "
+                "only), so every importance ratio would be biased. Sample with top_p=1 (shape the distribution with "
+                "rollout.temperature instead)."
+            )
         if self.max_seq_len <= self.max_new_tokens:
             raise ConfigError(f"Expected rollout.max_seq_len > rollout.max_new_tokens (room for the prompt), "
                               f"actual values: {self.max_seq_len}, {self.max_new_tokens}")

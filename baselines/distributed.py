@@ -69,25 +69,35 @@ def _decoder_layers(model: nn.Module) -> Sequence[nn.Module]:
     return list(getattr(inner, "layers", [])) if inner is not None else []
 
 
-def shard_like(model: nn.Module, info: DistInfo) -> nn.Module:
-    """Apply FSDP2 to ``model`` in place: each decoder layer, then the root."""
-    from torch.distributed.fsdp import fully_shard
+def shard_like(model: nn.Module, info: DistInfo, compute_dtype: torch.dtype = torch.float32) -> nn.Module:
+    """Apply FSDP2 to ``model`` in place: each decoder layer, then the root.
 
+    The parameters stay float32 (master weights); with a bf16 ``compute_dtype`` the
+    all-gathered copies used in forward/backward are bf16 and gradients are reduced in
+    float32 (``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)``).
+    """
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    mp = MixedPrecisionPolicy(param_dtype=compute_dtype, reduce_dtype=torch.float32)
     for layer in _decoder_layers(model):
-        fully_shard(layer)
-    fully_shard(model)
+        fully_shard(layer, mp_policy=mp)
+    fully_shard(model, mp_policy=mp)
     return model
 
 
-def wrap_model(model: nn.Module, info: DistInfo) -> nn.Module:
-    """Return the module to train: ``model`` itself, a DDP wrapper, or ``model`` sharded."""
+def wrap_model(model: nn.Module, info: DistInfo, compute_dtype: torch.dtype = torch.float32) -> nn.Module:
+    """Return the module to train: ``model`` itself, a DDP wrapper, or ``model`` sharded.
+
+    ``model`` holds float32 master weights; ``compute_dtype`` is applied by FSDP2 here and
+    by autocast in :class:`baselines.update.PolicyUpdater` otherwise.
+    """
     if info.strategy == "ddp":
         from torch.nn.parallel import DistributedDataParallel
 
         ids = [info.device.index] if info.device.type == "cuda" else None
         return DistributedDataParallel(model, device_ids=ids)
     if info.strategy == "fsdp2":
-        return shard_like(model, info)
+        return shard_like(model, info, compute_dtype)
     return model
 
 

@@ -9,7 +9,9 @@ rollout. Two corrections re-weight the loss by ``rho``:
 * **TIS**, truncated importance sampling: ``w = min(rho, tis_cap)``.
 * **MIS**, masked importance sampling: ``w = rho`` if ``mis_low <= rho <= mis_high``
   else ``0``; tokens (or sequences) the engine sampled far off the trainer's
-  distribution are excluded rather than down-weighted.
+  distribution are excluded rather than down-weighted. By default
+  (``mis_denominator="kept"``) they are also left out of the loss's token-mean
+  denominator (:func:`mis_kept_mask`).
 
 At ``level="token"`` the ratio is per token. At ``level="sequence"`` it is the product
 over the sequence's generated tokens, ``rho_seq = exp(sum_t log rho_t)``, broadcast to
@@ -27,10 +29,11 @@ from typing import Literal
 
 import torch
 
-__all__ = ["MismatchConfig", "MismatchMode", "MismatchLevel", "mismatch_weights", "mismatch_metrics"]
+__all__ = ["MismatchConfig", "MismatchMode", "MismatchLevel", "MisDenominator", "mismatch_weights", "mismatch_metrics", "mis_kept_mask"]
 
 MismatchMode = Literal["none", "tis", "mis"]
 MismatchLevel = Literal["token", "sequence"]
+MisDenominator = Literal["kept", "all"]
 
 # exp() of a sequence's summed log-ratio overflows float32 beyond ~88; clamp well below.
 _MAX_LOG_RATIO = 20.0
@@ -52,10 +55,16 @@ class MismatchConfig:
     """MIS drops tokens/sequences whose ratio is below this value."""
     mis_high: float = 2.0
     """MIS drops tokens/sequences whose ratio is above this value."""
+    mis_denominator: MisDenominator = "kept"
+    """Which tokens the loss's token mean divides by under MIS: ``kept`` (the default,
+    as in verl) leaves the rejected tokens out, so rejecting tokens does not shrink the
+    remaining tokens' step; ``all`` counts every generated token."""
 
     def __post_init__(self) -> None:
         if self.mode not in ("none", "tis", "mis"):
             raise ValueError(f"Expected mismatch mode 'none', 'tis' or 'mis', actual value: {self.mode!r}")
+        if self.mis_denominator not in ("kept", "all"):
+            raise ValueError(f"Expected mis_denominator 'kept' or 'all', actual value: {self.mis_denominator!r}")
         if self.level not in ("token", "sequence"):
             raise ValueError(f"Expected mismatch level 'token' or 'sequence', actual value: {self.level!r}")
         if not self.tis_cap > 0 or not 0 <= self.mis_low < 1 < self.mis_high:  # NaN fails both
@@ -117,3 +126,17 @@ def mismatch_metrics(logp_trainer: torch.Tensor, logp_engine: torch.Tensor, mask
         "logprob_abs_diff_max": float(diff.abs().max()),
         "kl_k3": float(((rho - 1.0) - diff).mean()),
     }
+
+
+@torch.no_grad()
+def mis_kept_mask(logp_trainer: torch.Tensor, logp_engine: torch.Tensor, mask: torch.Tensor, config: MismatchConfig) -> torch.Tensor:
+    """The loss mask whose sum is the token-mean denominator.
+
+    ``mask`` itself, except under MIS with ``mis_denominator="kept"``, where the tokens
+    MIS rejects are removed from it too (their weight is already 0).
+    """
+    if config.mode != "mis" or config.mis_denominator == "all":
+        return mask
+    rho = _log_ratio(logp_trainer, logp_engine, mask.to(logp_trainer.dtype), config.level).exp()
+    keep = (rho >= config.mis_low) & (rho <= config.mis_high)
+    return mask * keep.to(mask.dtype)

@@ -96,7 +96,8 @@ def build_engine(config: TrainConfig, path: str, tokenizer: Any, info: DistInfo)
         v = config.rollout.vllm
         return VLLMEngine(path, tensor_parallel_size=v.tensor_parallel_size, gpu_memory_utilization=v.gpu_memory_utilization,
                           enable_sleep_mode=v.enable_sleep_mode, enforce_eager=v.enforce_eager, dtype=config.model.dtype,
-                          max_model_len=v.max_model_len or config.rollout.max_seq_len, seed=config.seed + info.rank)
+                          max_model_len=v.max_model_len or config.rollout.max_seq_len, seed=config.seed + info.rank,
+                          kv_cache_memory_bytes=v.kv_cache_memory_bytes)
     from baselines.engines.hf import HFEngine
 
     return HFEngine(path, pad_token_id=tokenizer.pad_token_id, eos_token_ids=eos, device=info.device, dtype=dtype,
@@ -125,21 +126,25 @@ class Trainer:
         self.model_path = resolve_model_path(config, self.info)
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
         self.chat = ChatTokenizer(self.tokenizer)
-        dtype = getattr(torch, config.model.dtype)
-        policy = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=dtype).to(self.info.device)
+        self.compute_dtype = getattr(torch, config.model.dtype)
+        # float32 master weights whatever model.dtype says: bf16 parameters (and a bf16
+        # EWMA) round small AdamW steps away. model.dtype is the compute dtype.
+        policy = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch.float32).to(self.info.device)
         if config.model.gradient_checkpointing:
             policy.gradient_checkpointing_enable()
         self.run_dir = Path(config.log.run_dir)
         self.step = 0
+        self.last_sync_s = 0.0
         self.sft_metrics: dict[str, float] = {}
         self.engine = build_engine(config, self.model_path, self.tokenizer, self.info)
         self._eval_envs: dict[str, list[Any]] = {}
         if config.sft.episodes > 0 and not self._resuming():
             self._warm_start(policy, gym)
         self.ewma = self._make_ewma(policy)
-        self.model = wrap_model(policy, self.info)
+        self.model = wrap_model(policy, self.info, self.compute_dtype)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.algo.lr, weight_decay=config.algo.weight_decay)
-        self.updater = PolicyUpdater(self.model, self.optimizer, self.ewma, config.algo, self.info, config.rollout.temperature)
+        self.updater = PolicyUpdater(self.model, self.optimizer, self.ewma, config.algo, self.info, config.rollout.temperature,
+                                     compute_dtype=self.compute_dtype)
         n_local = self._local_tasks(config.rollout.tasks_per_step)
         envs = [gym.make(config.env.id, **config.env.kwargs) for _ in range(n_local * config.rollout.group_size)]
         sampling = SamplingConfig(config.rollout.max_new_tokens, config.rollout.temperature, config.rollout.top_p)
@@ -205,12 +210,14 @@ class Trainer:
             age = ewma_age_for_batch_size(age, algo.ewma_reference_batch_size, int(per_step))
         ewma = EWMAModel(policy, age, device="cpu" if algo.ewma_device == "cpu" else None)
         if self.info.strategy == "fsdp2":
-            shard_like(ewma.module, self.info)
+            shard_like(ewma.module, self.info, self.compute_dtype)
         return ewma
 
     def sync_engine(self) -> None:
         """Push the trainer's current weights into the rollout engine."""
+        t0 = time.perf_counter()
         self.engine.sync_weights(full_state_dict(self.model, self.info))
+        self.last_sync_s = time.perf_counter() - t0
 
     # -------------------------------------------------------------- training
     def _task_seeds(self, step: int) -> list[int]:
@@ -227,14 +234,16 @@ class Trainer:
         trajs = batch.trajectories
         rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32)
         adv = group_normalized_advantages(rewards, [t.group_id for t in trajs], normalize_std=cfg.algo.normalize_std, eps=cfg.algo.adv_eps)
-        tokens = collate(trajs, adv, self.tokenizer.pad_token_id)
+        tokens = collate(trajs, adv, self.tokenizer.pad_token_id)  # no rows when every local episode infra-failed
         gen = torch.Generator().manual_seed(cfg.seed * 7919 + self.step)
         metrics = self.updater.update(tokens, generator=gen)
-        self.sync_engine()
+        if metrics["train/optimizer_steps"] > 0:
+            self.sync_engine()
         metrics.update(batch.stats)
         metrics.update(self._episode_metrics(trajs, adv))
         metrics.update(tool_usage_alerts(metrics, cfg.log.tool_usage_min))
         metrics["perf/rollout_tokens_per_s"] = batch.stats["rollout/tokens_per_s"]
+        metrics["perf/sync_s"] = self.last_sync_s if metrics["train/optimizer_steps"] > 0 else 0.0
         if self.ewma is not None:
             metrics["memory/ewma_bytes"] = float(self.ewma.memory_bytes())
         if torch.cuda.is_available() and self.info.device.type == "cuda":
@@ -327,6 +336,9 @@ class Trainer:
             env.close()
         if self.logger is not None:
             self.logger.close()
+        close_engine = getattr(self.engine, "close", None)  # engines with a process or files of their own
+        if close_engine is not None:
+            close_engine()
 
 
 def _eval_summary(metrics: dict[str, float], when: str) -> dict[str, float]:

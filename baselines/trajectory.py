@@ -94,8 +94,12 @@ class TokenBatch:
 
 
 def collate(trajectories: Sequence[Trajectory], advantages: torch.Tensor, pad_token_id: int) -> TokenBatch:
-    """Pad on the right so position ids start at 0 in every row (as in the engine)."""
-    width = max(len(t.token_ids) for t in trajectories)
+    """Pad on the right so position ids start at 0 in every row (as in the engine).
+
+    No trajectories (every episode of this process infra-failed) give a batch of 0 rows,
+    which the updater steps over while still joining the other processes' collectives.
+    """
+    width = max((len(t.token_ids) for t in trajectories), default=0)
     n = len(trajectories)
     ids = torch.full((n, width), pad_token_id, dtype=torch.long)
     attn = torch.zeros((n, width), dtype=torch.long)

@@ -35,7 +35,7 @@ from baselines.distributed import DistInfo, all_reduce_max, all_reduce_sum, unwr
 from baselines.ewma import EWMAModel
 from baselines.logprobs import sequence_logprobs
 from baselines.loss import ppo_ewma_loss
-from baselines.mismatch import mismatch_metrics, mismatch_weights
+from baselines.mismatch import mis_kept_mask, mismatch_metrics, mismatch_weights
 from baselines.trajectory import TokenBatch
 
 __all__ = ["PolicyUpdater"]
@@ -54,18 +54,33 @@ class PolicyUpdater:
     """
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, ewma: EWMAModel | None, algo: AlgoConfig,
-                 info: DistInfo = DistInfo(), temperature: float = 1.0) -> None:
+                 info: DistInfo = DistInfo(), temperature: float = 1.0, compute_dtype: torch.dtype = torch.float32) -> None:
         self.model = model
         self.optimizer = optimizer
         self.ewma = ewma
         self.algo = algo
         self.info = info
         self.temperature = temperature
+        self.compute_dtype = compute_dtype
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        """bf16 compute over fp32 master weights (FSDP2 casts by its MixedPrecisionPolicy)."""
+        if self.compute_dtype == torch.float32 or self.info.strategy == "fsdp2":
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.info.device.type, dtype=self.compute_dtype)
+
+    def _forward(self, model: nn.Module, mb: TokenBatch, with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        with self._autocast():
+            return sequence_logprobs(model, mb.input_ids, mb.attention_mask, temperature=self.temperature, with_entropy=with_entropy)
 
     def update(self, batch: TokenBatch, generator: torch.Generator | None = None) -> dict[str, float]:
         """Run ``epochs x num_minibatches`` optimiser steps on ``batch``; return metrics."""
         t0 = time.perf_counter()
         batch = batch.to(self.info.device)
+        n_all = all_reduce_sum(float(len(batch)), self.info)
+        if n_all == 0:  # every episode of every process was dropped (infra-failed): nothing to learn from
+            return {"train/optimizer_steps": 0.0, "train/skipped_steps": float(self.algo.epochs * self.algo.num_minibatches),
+                    "train/empty_batch": 1.0, "perf/train_s": time.perf_counter() - t0, "perf/train_tokens_per_s": 0.0}
         old = self._logprobs_no_grad(self.model, batch)
         mask = batch.loss_mask
         metrics = {f"mismatch/{k}": v for k, v in mismatch_metrics(old, batch.engine_logprobs, mask).items()}
@@ -74,8 +89,8 @@ class PolicyUpdater:
         corrected = self.algo.mismatch.mode != "none"
         batch.behav_logprobs = old if corrected else batch.engine_logprobs
         batch.is_weights = weights if corrected else None
-
-        n_all = all_reduce_sum(float(len(batch)), self.info)
+        batch.loss_mask = mis_kept_mask(old, batch.engine_logprobs, mask, self.algo.mismatch)
+        metrics["train/empty_batch"] = 0.0
         keep = self._signal_rows(batch)
         batch = batch.select(keep)
         metrics["train/dropped_zero_adv_frac"] = 1.0 - all_reduce_sum(float(len(keep)), self.info) / max(n_all, 1.0)
@@ -112,10 +127,8 @@ class PolicyUpdater:
     def _logprobs_no_grad(self, model: nn.Module, batch: TokenBatch) -> torch.Tensor:
         out = torch.zeros_like(batch.engine_logprobs)
         for rows in self._micro_rows(batch):
-            empty = len(rows) == 0  # still run a forward: FSDP2 all-gathers are collective
-            mb = batch.select(rows if not empty else torch.arange(1, device=rows.device))
-            logp, _ = sequence_logprobs(model, mb.input_ids, mb.attention_mask, temperature=self.temperature)
-            if not empty:
+            logp, _ = self._forward(model, _rows_or_placeholder(batch, rows))  # empty: still a forward (collectives)
+            if len(rows):
                 out[rows, : logp.shape[1]] = logp.to(out.dtype)
         return out
 
@@ -161,10 +174,9 @@ class PolicyUpdater:
         return stats
 
     def _micro_loss(self, mb: TokenBatch, rows: torch.Tensor, global_tokens: float) -> tuple[torch.Tensor, dict[str, float], int]:
-        empty = len(rows) == 0
-        part = mb.select(rows if not empty else torch.arange(1, device=rows.device))
-        mask = part.loss_mask * (0.0 if empty else 1.0)
-        logp, entropy = sequence_logprobs(self.model, part.input_ids, part.attention_mask, temperature=self.temperature, with_entropy=True)
+        part = _rows_or_placeholder(mb, rows)  # an empty share still runs forward and backward (collectives)
+        mask = part.loss_mask
+        logp, entropy = self._forward(self.model, part, with_entropy=True)
         behav = part.behav_logprobs if part.behav_logprobs is not None else part.engine_logprobs
         prox = self._proximal_logprobs(part) if self.ewma is not None else behav
         out = ppo_ewma_loss(
@@ -186,7 +198,7 @@ class PolicyUpdater:
         if home != device:
             module.to(device)
         try:
-            logp, _ = sequence_logprobs(module, part.input_ids, part.attention_mask, temperature=self.temperature)
+            logp, _ = self._forward(module, part)
         finally:
             if home != device:
                 module.to(home)
@@ -199,3 +211,19 @@ class PolicyUpdater:
         if self.info.strategy == "fsdp2" and hasattr(self.model, "set_requires_gradient_sync"):
             self.model.set_requires_gradient_sync(last)
         return contextlib.nullcontext()
+
+
+def _rows_or_placeholder(batch: TokenBatch, rows: torch.Tensor) -> TokenBatch:
+    """``batch.select(rows)``, or, for no rows, one two-token row whose loss mask and
+    advantage are 0: a process whose share is empty (all its rows filtered out, or all
+    its episodes infra-failed) must still take part in DDP/FSDP2 collectives."""
+    if len(rows):
+        return batch.select(rows)
+    dev = batch.input_ids.device
+
+    def zeros(t: torch.Tensor | None, dtype: torch.dtype = torch.float32) -> torch.Tensor | None:
+        return None if t is None else torch.zeros((1, 2), dtype=dtype, device=dev)
+
+    adv = torch.zeros((1,) if batch.advantages.dim() == 1 else (1, 2), device=dev)
+    return TokenBatch(torch.zeros((1, 2), dtype=torch.long, device=dev), torch.ones((1, 2), dtype=torch.long, device=dev),
+                      zeros(batch.loss_mask), zeros(batch.engine_logprobs), adv, zeros(batch.behav_logprobs), zeros(batch.is_weights))

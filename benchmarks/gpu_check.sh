@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # GPU check for the baselines trainer (one H200, PyTorch + transformers preinstalled,
-# no internet, no vLLM). Target: under 8 minutes.
+# no internet). Target: under 8 minutes. Rollouts use vLLM when it is importable
+# (rollout.engine=vllm), else the hf engine; ENGINE=hf|vllm forces one.
 #
 #   bash benchmarks/gpu_check.sh            # on the GPU machine
 #   bash benchmarks/gpu_check.sh --dry-run  # anywhere: CPU, tiny model, no installs
+#   MODEL_PATH=DIR ...                      # start from a local model instead of SFT
 #
 # Installs agentgym from this working tree with --no-deps, plus small wheels carried in
 # benchmarks/wheels/ (gitignored) with --no-index --find-links. Prepare them on a machine
@@ -36,8 +38,8 @@ if [ "$DRY_RUN" = 0 ]; then
   "$PY" -m pip install --quiet --no-index --no-deps --no-build-isolation -e . 2>/dev/null \
     || echo "gpu_check: editable install unavailable; using PYTHONPATH"
   export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-  exec timeout 470 "$PY" -m baselines.gpu_check --run-dir "$RUN_DIR"
+  exec timeout 470 "$PY" -m baselines.gpu_check --run-dir "$RUN_DIR" ${ENGINE:+--engine "$ENGINE"} ${MODEL_PATH:+--model "$MODEL_PATH"}
 else
   export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-  exec timeout 600 "$PY" -m baselines.gpu_check --dry-run --run-dir "$RUN_DIR"
+  exec timeout 600 "$PY" -m baselines.gpu_check --dry-run --run-dir "$RUN_DIR" ${ENGINE:+--engine "$ENGINE"} ${MODEL_PATH:+--model "$MODEL_PATH"}
 fi

@@ -94,6 +94,18 @@ class HFEngine:
         return Generation(ids, logprobs, "length")
 
     @torch.no_grad()
+    def score(self, sequences: Sequence[Sequence[int]]) -> list[list[float]]:
+        """``log p(ids[t] | ids[:t])`` at temperature 1 for ``t >= 1``, one list per sequence."""
+        from baselines.logprobs import sequence_logprobs
+
+        out = []
+        for seq in sequences:
+            ids = torch.tensor([list(seq)], device=self.device)
+            logp, _ = sequence_logprobs(self.model, ids, torch.ones_like(ids))
+            out.append(logp[0, 1:].float().cpu().tolist())
+        return out
+
+    @torch.no_grad()
     def sync_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
         """Copy the trainer's weights in place (names may carry DDP/compile prefixes)."""
         params = dict(self.model.named_parameters())

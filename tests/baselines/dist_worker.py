@@ -1,7 +1,14 @@
 """One process of the distributed-equivalence test (run by test_distributed.py).
 
-Usage: python dist_worker.py STRATEGY OUT_FILE  (with RANK/WORLD_SIZE/MASTER_* set, or
-WORLD_SIZE=1 for the single-process reference).
+Usage: python dist_worker.py STRATEGY OUT_FILE [CASE]  (with RANK/WORLD_SIZE/MASTER_* set,
+or WORLD_SIZE=1 for the single-process reference). CASE:
+
+* ``unequal`` (default): rank 0 has rows 0..2, rank 1 rows 3..4;
+* ``empty_share``: rows 3..4 have advantage 0, so rank 1's minibatches are empty after
+  the zero-advantage filter while rank 0's are not;
+* ``no_rows``: rank 1 has no rows at all (all its episodes infra-failed); the
+  single-process reference has rows 0..2;
+* ``rng``: save a checkpoint, draw, load it, draw again (per-rank RNG streams).
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ def make_model() -> torch.nn.Module:
     return Qwen2ForCausalLM(cfg)
 
 
-def make_batch():
+def make_batch(case: str = "unequal"):
     from baselines.trajectory import TokenBatch
 
     g = torch.Generator().manual_seed(1)
@@ -32,10 +39,33 @@ def make_batch():
     mask = attn.float() * (torch.arange(t)[None] >= 4).float()  # 4 prompt tokens
     engine_lp = -torch.rand(n, t, generator=g) * 3 * mask
     adv = torch.tensor([1.0, -0.5, 0.3, -1.2, 0.8])
-    return TokenBatch(ids, attn, mask, engine_lp, adv)
+    if case == "empty_share":
+        adv[3:] = 0.0
+    batch = TokenBatch(ids, attn, mask, engine_lp, adv)
+    return batch.select(torch.arange(0, 3)) if case == "no_rows" else batch
 
 
-def main(strategy: str, out: str) -> None:
+def rng_case(out: str) -> None:
+    """Each rank: seed, save, draw; load, draw again: the two draws must be equal."""
+    from baselines.checkpoint import load_checkpoint, save_checkpoint
+    from baselines.distributed import init_distributed
+
+    info = init_distributed("ddp", device="cpu", backend="gloo")
+    model = make_model()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    torch.manual_seed(100 + info.rank)
+    path = os.path.join(os.path.dirname(out), "ckpt")
+    save_checkpoint(path, model=model, optimizer=opt, ewma=None, step=1, info=info)
+    torch.distributed.barrier()
+    first = torch.rand(4)
+    load_checkpoint(path, model=model, optimizer=opt, ewma=None, info=info)
+    second = torch.rand(4)
+    torch.save({"first": first, "second": second}, f"{out}.rank{info.rank}")
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
+
+
+def main(strategy: str, out: str, case: str = "unequal") -> None:
     from baselines.config import AlgoConfig
     from baselines.distributed import full_state_dict, init_distributed, shard_like, wrap_model
     from baselines.ewma import EWMAModel
@@ -50,9 +80,9 @@ def main(strategy: str, out: str) -> None:
     wrapped = wrap_model(model, info)
     opt = torch.optim.AdamW(wrapped.parameters(), lr=1e-2)
     algo = AlgoConfig(proximal="ewma", epochs=2, num_minibatches=1, micro_batch_size=2, lr=1e-2, imp_samp_max=3.0)
-    batch = make_batch()
-    if info.world_size > 1:  # rank 0: rows 0..2, rank 1: rows 3..4 (unequal on purpose)
-        rows = torch.arange(0, 3) if info.rank == 0 else torch.arange(3, 5)
+    batch = make_batch(case)
+    if info.world_size > 1:  # rank 0: rows 0..2, rank 1: rows 3..4 (unequal on purpose), or none
+        rows = torch.arange(0, 3) if info.rank == 0 else torch.arange(3, len(batch))
         batch = batch.select(rows)
     metrics = PolicyUpdater(wrapped, opt, ewma, algo, info).update(batch, generator=torch.Generator().manual_seed(0))
     state = {k: v.detach().clone() for k, v in full_state_dict(wrapped, info).items()}
@@ -63,7 +93,8 @@ def main(strategy: str, out: str) -> None:
     else:
         ewma_state = ewma.module.state_dict()
     if info.rank == 0:
-        torch.save({"policy": state, "ewma": {k: v.detach().clone() for k, v in ewma_state.items()}, "loss": metrics["loss/policy"]}, out)
+        torch.save({"policy": state, "ewma": {k: v.detach().clone() for k, v in ewma_state.items()}, "loss": metrics["loss/policy"],
+                    "optimizer_steps": metrics["train/optimizer_steps"]}, out)
     if info.world_size > 1:
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()
@@ -71,7 +102,10 @@ def main(strategy: str, out: str) -> None:
 
 if __name__ == "__main__":
     sys.path.insert(0, os.getcwd())
-    main(sys.argv[1], sys.argv[2])
+    if sys.argv[3:] == ["rng"]:
+        rng_case(sys.argv[2])
+    else:
+        main(*sys.argv[1:4])
     # The result is saved and the process group destroyed; skip interpreter teardown, where
     # gloo's threads can abort the process ("terminate called without an active exception").
     sys.stdout.flush()

@@ -108,7 +108,7 @@ def test_an_unknown_env_id_is_rejected_with_the_closest_id():
 
 def test_env_kwargs_are_checked_against_the_env():
     assert "env.kwargs: Unknown kwarg 'difficulty_level'" in one_line_error(None, ["env.kwargs={difficulty_level: 1}"])
-    message = one_line_error(None, ["env.id=agentgym/DataAnalysis-v0", "env.kwargs={backend: podman}"])
+    message = one_line_error(None, ["env.id=agentgym/DataAnalysis-v1", "env.kwargs={backend: podman}"])
     assert "backend" in message and "'podman'" in message
 
 
@@ -117,3 +117,10 @@ def test_agentgym_train_prints_one_line_and_exits_2(tmp_path):
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr == f"config error: {tmp_path} is a directory; pass a YAML file such as " \
                             f"{tmp_path / 'calculator_cpu.yaml'}\n"
+
+
+def test_top_p_below_one_is_refused_with_the_reason():
+    """The trainer's log-probs use temperature only; nucleus-truncated engine log-probs
+    would bias every importance ratio, so top_p < 1 must not start a run."""
+    message = one_line_error(None, ["rollout.top_p=0.9"])
+    assert "Expected rollout.top_p = 1, actual value: 0.9" in message and "biased" in message

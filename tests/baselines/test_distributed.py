@@ -25,18 +25,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _run(strategy: str, world: int, out: Path) -> dict:
+def _run(strategy: str, world: int, out: Path, case: str = "unequal") -> dict:
     port = _free_port()
     procs = []
     for rank in range(world):
         env = {**os.environ, "WORLD_SIZE": str(world), "RANK": str(rank), "LOCAL_RANK": str(rank),
                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-        procs.append(subprocess.Popen([sys.executable, str(WORKER), strategy, str(out)], env=env, cwd=ROOT,
+        procs.append(subprocess.Popen([sys.executable, str(WORKER), strategy, str(out), case], env=env, cwd=ROOT,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     for p in procs:
         output, _ = p.communicate(timeout=240)
         assert p.returncode == 0, output[-3000:]
-    return torch.load(out, weights_only=False)
+    return torch.load(out, weights_only=False) if case != "rng" else {}
 
 
 @pytest.fixture(scope="module")
@@ -65,3 +65,23 @@ def _initial_state():
     finally:
         sys.path.pop(0)
     return make_model().state_dict()
+
+
+@pytest.mark.parametrize("strategy, case", [("ddp", "empty_share"), ("fsdp2", "empty_share"), ("ddp", "no_rows")])
+def test_a_rank_with_nothing_to_learn_joins_the_step_of_a_rank_that_has(strategy, case, tmp_path):
+    """Rank 1's share is empty (filtered out, or no episodes at all) while rank 0 has
+    signal: no crash, and the update equals one process's on the rows that carry signal."""
+    ref = _run("none", 1, tmp_path / "ref.pt", case)
+    dist = _run(strategy, 2, tmp_path / f"{strategy}.pt", case)
+    assert dist["optimizer_steps"] == ref["optimizer_steps"] == 2  # 2 epochs, 1 minibatch each
+    assert dist["loss"] == pytest.approx(ref["loss"], rel=1e-5, abs=1e-6)
+    for name, want in ref["policy"].items():
+        torch.testing.assert_close(dist["policy"][name], want, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
+
+
+def test_resume_gives_each_rank_its_own_rng_stream_back(tmp_path):
+    _run("ddp", 2, tmp_path / "rng", "rng")
+    r0, r1 = (torch.load(tmp_path / f"rng.rank{r}", weights_only=False) for r in (0, 1))
+    assert not torch.equal(r0["first"], r1["first"])  # the ranks had different streams
+    for r in (r0, r1):
+        assert torch.equal(r["first"], r["second"])

@@ -1,46 +1,85 @@
-"""End to end on CPU: tiny model, SFT on the oracle, two PPO-EWMA steps, checkpoint, resume."""
+"""End to end on CPU: a tiny model that solves some tasks, short SFT, PPO-EWMA steps that
+really happen, checkpoint, resume; and bf16 compute over fp32 master weights."""
 
 import json
 import math
 
+import torch
+
 from baselines.config import load_config
 from baselines.trainer import Trainer
 
-TINY = "model.tiny={hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2, num_attention_heads: 2, num_key_value_heads: 1}"
 
-
-def _config(tmp_path, steps, resume=False):
+def _config(tmp_path, model_dir, steps, resume=False, extra=()):
     return load_config(None, [
-        f"model.tiny_dir={tmp_path}/model", TINY, f"log.run_dir={tmp_path}/run", "log.tensorboard=false",
+        f"model.path={model_dir}", f"log.run_dir={tmp_path}/run", "log.tensorboard=false",
         "env.kwargs={difficulty: 1}", f"steps={steps}", "device=cpu", "eval_every=0", f"resume={str(resume).lower()}",
-        "rollout.tasks_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=16", "rollout.drift_check_frac=1.0",
-        "sft.episodes=8", "sft.steps=12", "sft.batch_size=4", "sft.lr=1e-2", "algo.micro_batch_size=2", "algo.num_minibatches=2",
+        "rollout.tasks_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=40", "rollout.temperature=0.7",
+        "rollout.drift_check_frac=1.0", "sft.episodes=8", "sft.steps=4", "sft.batch_size=4", "sft.lr=1e-5",
+        "algo.micro_batch_size=4", "algo.num_minibatches=2", "algo.lr=1e-4", *extra,
     ])
 
 
-def test_train_checkpoint_and_resume(tmp_path):
-    trainer = Trainer(_config(tmp_path, steps=2))
-    assert trainer.sft_metrics["sft/loss_last"] < trainer.sft_metrics["sft/loss_first"]  # imitation loss goes down
-    assert trainer.sft_metrics["sft/oracle_success"] == 1.0
+def test_train_checkpoint_and_resume(tmp_path, trained_model_dir):
+    trainer = Trainer(_config(tmp_path, trained_model_dir, steps=2))
+    assert trainer.sft_metrics["sft/oracle_success"] == 1.0 and trainer.sft_metrics["sft/steps"] == 4
     trainer.train()
     trainer.close()
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]
+    updates = sum(r["train/optimizer_steps"] for r in rows)
+    assert updates > 0, [r["train/dropped_zero_adv_frac"] for r in rows]  # else nothing below is tested
     for r in rows:
         keys = ["mismatch/logprob_abs_diff_max", "reward/mean", "perf/train_tokens_per_s", "perf/rollout_tokens_per_s",
                 "rollout/dropped_infra_failed", "tool/calculate/usage_frac", "memory/ewma_bytes", "train/dropped_zero_adv_frac"]
-        if r["train/optimizer_steps"] > 0:  # steps on all-equal-reward batches are skipped
-            keys += ["loss/policy", "policy/entropy"]
+        if r["train/optimizer_steps"] > 0:
+            keys += ["loss/policy", "policy/entropy", "loss/approx_kl_prox", "loss/grad_norm"]
+            assert r["loss/grad_norm"] > 0
         for key in keys:
             assert r[key] is not None and math.isfinite(r[key]), key
         assert r["mismatch/logprob_abs_diff_max"] < 1e-3  # hf engine in fp32 == trainer
         assert r["train/optimizer_steps"] + r["train/skipped_steps"] == 2  # 2 minibatches
-    updates = sum(r["train/optimizer_steps"] for r in rows)
     assert trainer.ewma.num_updates == updates
+    ewma_state = {k: v.clone() for k, v in trainer.ewma.module.state_dict().items()}
 
-    resumed = Trainer(_config(tmp_path, steps=3, resume=True))
+    resumed = Trainer(_config(tmp_path, trained_model_dir, steps=3, resume=True))
     assert resumed.step == 2 and resumed.ewma.num_updates == updates and not resumed.sft_metrics
+    for k, v in resumed.ewma.module.state_dict().items():
+        assert torch.equal(v, ewma_state[k]), k
+    assert any(not torch.equal(v, resumed.ewma.module.state_dict()[k]) for k, v in _initial(trained_model_dir).items()
+               if k in resumed.ewma.module.state_dict())  # the EWMA moved away from the start
     resumed.train()
     resumed.close()
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert rows[-1]["step"] == 3
+
+
+def _initial(model_dir):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).state_dict()
+
+
+def test_bf16_compute_keeps_fp32_master_weights_that_take_small_steps(tmp_path, trained_model_dir):
+    """model.dtype=bfloat16 at lr 1e-6: bf16 parameters would round most updates away."""
+    from baselines.trajectory import TokenBatch
+
+    trainer = Trainer(_config(tmp_path, trained_model_dir, steps=1, extra=["model.dtype=bfloat16", "sft.episodes=0", "algo.lr=1e-6",
+                                                                          "algo.num_minibatches=1"]))
+    assert all(p.dtype == torch.float32 for p in trainer.model.parameters())
+    assert all(p.dtype == torch.float32 for p in trainer.ewma.module.parameters())
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, 100, (4, 24), generator=g)
+    mask = (torch.arange(24)[None] >= 8).float().expand(4, 24).clone()
+    batch = TokenBatch(ids, torch.ones_like(ids), mask, -torch.rand(4, 24, generator=g) * mask, torch.tensor([1.0, -1.0, 0.5, -0.5]))
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    ewma_before = [p.detach().clone() for p in trainer.ewma.module.parameters()]
+    for _ in range(3):
+        assert trainer.updater.update(batch)["train/optimizer_steps"] == 1
+    moved = sum(int((p.detach() != before[n]).sum()) for n, p in trainer.model.named_parameters())
+    total = sum(p.numel() for p in trainer.model.parameters())
+    assert moved / total > 0.9, moved / total  # bf16 parameters: well under 10% move at this lr
+    assert all(s.dtype == torch.float32 for st in trainer.optimizer.state.values() for s in st.values() if s.dim() > 0)
+    ewma_moved = sum(int((p != b).sum()) for p, b in zip(trainer.ewma.module.parameters(), ewma_before))
+    assert ewma_moved / total > 0.9, ewma_moved / total
+    trainer.close()

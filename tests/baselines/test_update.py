@@ -71,3 +71,46 @@ def test_repeated_updates_on_a_signal_batch_lower_the_loss_and_move_the_weights(
     assert all(torch.isfinite(torch.tensor(losses)))
     assert losses[-1] < losses[0], losses
     assert any(not torch.equal(v, before[k]) for k, v in model.state_dict().items())
+
+
+def _mis_loss(denominator: str) -> tuple[float, float, float]:
+    """Plain PPO with MIS, one optimiser step: at theta = theta_old every token's loss is
+    ``-A * w`` (ratios 1), so the reported loss reveals the token-mean denominator."""
+    from baselines.mismatch import MismatchConfig
+
+    model = _model()
+    batch = _batch([1.0, -0.5, 2.0, -1.0])
+    algo = AlgoConfig(proximal="behaviour", num_minibatches=1, micro_batch_size=2, lr=1e-6,
+                      mismatch=MismatchConfig(mode="mis", mis_low=0.5, mis_high=2.0, mis_denominator=denominator))
+    updater = PolicyUpdater(model, torch.optim.AdamW(model.parameters(), lr=1e-6), None, algo)
+    old = updater._logprobs_no_grad(model, batch)
+    noise = torch.rand(batch.loss_mask.shape, generator=torch.Generator().manual_seed(2)) * 2 - 1  # |log rho| < 1
+    batch.engine_logprobs = (old + noise) * batch.loss_mask
+    metrics = updater.update(batch, generator=torch.Generator().manual_seed(0))
+    rho = (old - batch.engine_logprobs).exp()
+    keep = ((rho >= 0.5) & (rho <= 2.0)).float() * batch.loss_mask
+    summed = float((-batch.advantages[:, None] * rho * keep).sum())
+    return metrics["loss/policy"], summed / float(keep.sum()), summed / float(batch.loss_mask.sum())
+
+
+def test_mis_rejected_tokens_leave_the_token_mean_denominator_by_default():
+    loss, kept_mean, all_mean = _mis_loss("kept")
+    assert abs(kept_mean - all_mean) > 1e-3  # the batch really has rejected tokens
+    assert abs(loss - kept_mean) < 1e-4 * max(1.0, abs(kept_mean))
+
+
+def test_mis_denominator_all_counts_every_generated_token():
+    loss, kept_mean, all_mean = _mis_loss("all")
+    assert abs(loss - all_mean) < 1e-4 * max(1.0, abs(all_mean))
+
+
+def test_a_batch_without_rows_is_skipped_and_counted():
+    """Every episode infra-failed: collate([]) gives 0 rows and the update changes nothing."""
+    from baselines.trajectory import collate
+
+    model = _model()
+    updater, ewma = _updater(model)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    metrics = updater.update(collate([], torch.zeros(0), pad_token_id=0))
+    assert metrics["train/empty_batch"] == 1.0 and metrics["train/optimizer_steps"] == 0
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items()) and ewma.num_updates == 0
