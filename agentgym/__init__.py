@@ -21,13 +21,15 @@ from agentgym.errors import (
     ToolTimeout,
 )
 from agentgym.executor import ToolExecutor, ToolResult
+from agentgym.family import ANSWER_TOOL, EpisodeView, TaskFamily
 from agentgym.fingerprint import Fingerprint, fingerprint_diff
 from agentgym.parsing import HermesParser, ParsedCall, TagParser
 from agentgym.telemetry import Telemetry
 from agentgym.tools import Tool
+from agentgym.wrappers import ToolWrapper
 
 __all__ = [
-    "ToolEnv", "Tool", "ToolExecutor", "ToolResult", "Telemetry", "Fingerprint", "fingerprint_diff",
+    "ToolEnv", "TaskFamily", "EpisodeView", "ANSWER_TOOL", "ToolWrapper", "Tool", "ToolExecutor", "ToolResult", "Telemetry", "Fingerprint", "fingerprint_diff",
     "HermesParser", "TagParser", "ParsedCall", "ENVS", "telemetry", "vector",
     "AgentgymError", "AgentError", "InfraError", "ConfigError", "EpisodeFinishedError",
     "InvalidOptionError", "ResetNeededError", "ToolTimeout",

@@ -13,6 +13,7 @@ arguments (so ``gym.make(id, **kwargs)`` and its checks see real signatures).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -31,7 +32,7 @@ from agentgym.executor import UNPARSED, ToolExecutor, ToolResult
 from agentgym.family import ANSWER_TOOL, EpisodeView, TaskFamily
 from agentgym.fingerprint import Fingerprint, make_fingerprint
 from agentgym.parsing import FORMAT_NOTE, Parser, make_parser, normalise_action
-from agentgym.runtime import run_sync
+from agentgym.runtime import in_runtime_loop, run_sync
 from agentgym.spaces import UnicodeText
 from agentgym.telemetry import Telemetry
 from agentgym.tools import Tool
@@ -40,6 +41,8 @@ from agentgym.truncation import truncate_head_tail
 __all__ = ["ToolEnv", "ANSWER_TOOL", "Split", "ParserName"]
 
 Split = Literal["train", "validation", "test"]
+_closing: set[asyncio.Task[None]] = set()
+"""Closes started on the runtime loop, kept referenced until they finish."""
 ParserName = Literal["hermes", "tags"]
 
 
@@ -192,9 +195,28 @@ class ToolEnv(gym.Env[str, str]):
         return run_sync(self.astep(action))
 
     def close(self) -> None:
-        if self._live_resources:
-            run_sync(self._release())
+        if in_runtime_loop():  # closed from a coroutine on the loop: finish there, do not block it
+            task = asyncio.get_running_loop().create_task(self._close_all())
+            _closing.add(task)
+            task.add_done_callback(_closing.discard)
+        else:
+            run_sync(self._close_all())
         super().close()
+
+    async def _close_all(self) -> None:
+        await self._release()
+        if self.family is not None:
+            await self.family.aclose()
+
+    def score_answer(self, task: Any, answer: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+        """The reward and diagnostics this env gives ``answer`` (an ``answer`` call's
+        arguments) for ``task``, without the answer tool's schema check: the seam the
+        reward audit uses."""
+        return self._score(task, dict(answer))
+
+    def tools_for(self, task: Any) -> dict[str, Tool]:
+        """The tools an episode of ``task`` has, by name (``None``: the fingerprint's)."""
+        return {t.name: t for t in self._tools(task)}
 
     async def aclose(self) -> None:
         """Release the episode's resources now (the async twin of ``close``; a runner that

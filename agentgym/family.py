@@ -100,3 +100,7 @@ class TaskFamily(abc.ABC):
 
     async def close_episode(self) -> None:
         """Release the episode's resources. Must be safe to call twice."""
+
+    async def aclose(self) -> None:
+        """Release what the family holds for its whole life (a shared client); called by
+        the env's ``close``. Must be safe to call twice."""

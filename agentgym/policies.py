@@ -21,7 +21,7 @@ Policy = Callable[[ToolEnv, str, dict[str, Any]], Union[str, Awaitable[str]]]
 
 def oracle_policy(env: ToolEnv, observation: str, info: dict[str, Any]) -> str:
     """Solve the task through the tools from its hidden solution."""
-    return env.oracle_action()
+    return env.get_wrapper_attr("oracle_action")()
 
 
 def random_text_policy(env: ToolEnv, observation: str, info: dict[str, Any]) -> str:

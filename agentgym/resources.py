@@ -1,4 +1,5 @@
-"""The process's shared resources, with one owner: sandbox pools, per runtime loop and backend.
+"""The process's shared resources, with one owner: sandbox pools (per runtime loop and
+backend) and retriever-service clients (per URL and settings).
 
 Families that need a resource shared by many envs (a warm sandbox pool) ask
 :func:`shared_resources` for it; whoever owns the process (``agentgym run``, the stress
@@ -31,6 +32,32 @@ class SharedResources:
     _pools: dict[tuple[asyncio.AbstractEventLoop, str | None], Any] = field(default_factory=dict)
     _locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = field(default_factory=dict)
     _facts: dict[str | None, dict[str, Any]] = field(default_factory=dict)
+    _retrievers: dict[tuple[Any, ...], list[Any]] = field(default_factory=dict)
+    """(url, settings) -> [client, users]: a client is shared by every env that asks for it
+    and closed when the last one lets go."""
+
+    def retriever(self, url: str, *, timeout_s: float, max_retries: int, max_concurrency: int) -> Any:
+        """A ``RemoteRetriever`` for ``url``, shared; give it back with :meth:`release_retriever`."""
+        from agentgym.retrieval import RemoteRetriever
+
+        key = (url, timeout_s, max_retries, max_concurrency)
+        entry = self._retrievers.get(key)
+        if entry is None:
+            client = RemoteRetriever(url, timeout_s=timeout_s, max_retries=max_retries,
+                                     max_concurrency=max_concurrency)
+            entry = self._retrievers[key] = [client, 0]
+        entry[1] += 1
+        return entry[0]
+
+    async def release_retriever(self, client: Any) -> None:
+        """One user fewer; the last one's release closes the client's connections."""
+        for key, entry in list(self._retrievers.items()):
+            if entry[0] is client:
+                entry[1] -= 1
+                if entry[1] <= 0:
+                    del self._retrievers[key]
+                    await client.aclose()
+                return
 
     async def sandbox_pool(self, backend: str | None) -> Any:
         """The started ``sandboxes.SandboxPool`` for ``backend`` on the running loop.
@@ -63,15 +90,25 @@ class SharedResources:
             self._facts[backend] = _describe_backend(backend)
         return self._facts[backend]
 
+    def register_pool(self, pool: Any, backend: str | None) -> None:
+        """Make a pool built elsewhere (a custom backend, a test's fake) the one that
+        ``backend`` names on the running loop: used by envs, closed and fault-injected
+        with the rest."""
+        self._pools[(asyncio.get_running_loop(), backend)] = pool
+
     def pools(self) -> list[Any]:
         """Every pool this owner holds (all loops), for reports."""
         return list(self._pools.values())
 
     async def aclose(self) -> None:
-        """Close every pool on the running loop. Idempotent; pools start again on next use."""
+        """Close every pool on the running loop and every retriever client. Idempotent;
+        pools start again on next use."""
         loop = asyncio.get_running_loop()
         for key in [k for k in self._pools if k[0] is loop]:
             await self._pools.pop(key).close()
+        for key in list(self._retrievers):
+            client, _ = self._retrievers.pop(key)
+            await client.aclose()
 
 
 def _describe_backend(backend: str | None) -> dict[str, Any]:

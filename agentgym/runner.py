@@ -24,11 +24,13 @@ from agentgym.errors import ConfigError, InfraError
 from agentgym.policies import Policy
 from agentgym.runtime import run_sync
 from agentgym.telemetry import Telemetry
+from agentgym.wrappers import areset, astep, env_attr
 
 __all__ = ["EpisodeRecord", "RunReport", "run_episodes", "arun_episodes", "drain_episodes", "run_report",
            "check_counts"]
 
 E = TypeVar("E")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,9 +101,8 @@ async def arun_episodes(env_id: str, policy: Policy, episodes: int, concurrency:
                         on_episode: Callable[[EpisodeRecord], None] | None = None) -> RunReport:
     """Run ``episodes`` episodes; episode ``i`` is reset with ``seed + i`` (reproducible)."""
     check_counts(episodes, concurrency)
-    bases: list[ToolEnv] = [gym.make(env_id, **(env_kwargs or {})).unwrapped  # type: ignore[misc]
-                            for _ in range(min(concurrency, episodes))]
-    return await run_report(env_id, bases, episodes, lambda env, i: _one_episode(env, policy, i, seed + i), on_episode)
+    envs = [gym.make(env_id, **(env_kwargs or {})) for _ in range(min(concurrency, episodes))]
+    return await run_report(env_id, envs, episodes, lambda env, i: _one_episode(env, policy, i, seed + i), on_episode)
 
 
 def check_counts(episodes: int, concurrency: int) -> None:
@@ -112,17 +113,18 @@ def check_counts(episodes: int, concurrency: int) -> None:
 async def run_report(env_id: str, envs: Sequence[Any], episodes: int,
                      run_one: Callable[[Any, int], Awaitable[EpisodeRecord]],
                      on_episode: Callable[[EpisodeRecord], None] | None = None) -> RunReport:
-    """Drain ``episodes`` over ``envs`` (single- or multi-agent: anything with ``_release``,
-    ``telemetry`` and ``fingerprint``), release their resources, and summarise."""
+    """Drain ``episodes`` over ``envs`` (single- or multi-agent, wrapped or not: anything
+    with ``aclose``, ``telemetry`` and ``fingerprint``), release their resources, and summarise."""
     start = time.perf_counter()
     try:
         records, lost = await drain_episodes(envs, episodes, run_one, on_episode)
     finally:
         for env in envs:
-            await env._release()  # noqa: SLF001 - the runner owns these envs
+            await env_attr(env, "aclose")()  # the runner owns these envs
+    fingerprint = env_attr(envs[0], "fingerprint")
     return RunReport(env_id, records, lost, time.perf_counter() - start,
-                     Telemetry.merged(e.telemetry for e in envs), str(envs[0].fingerprint),
-                     sandbox_summary(envs[0].fingerprint.fields))
+                     Telemetry.merged(env_attr(e, "telemetry") for e in envs), str(fingerprint),
+                     sandbox_summary(fingerprint.fields))
 
 
 def sandbox_summary(fields: dict[str, Any]) -> dict[str, Any] | None:
@@ -134,27 +136,36 @@ def sandbox_summary(fields: dict[str, Any]) -> dict[str, Any] | None:
 
 
 async def drain_episodes(envs: Sequence[E], episodes: int,
-                         run_one: Callable[[E, int], Awaitable[EpisodeRecord]],
-                         on_episode: Callable[[EpisodeRecord], None] | None = None,
-                         ) -> tuple[list[EpisodeRecord], list[tuple[int, str]]]:
+                         run_one: Callable[[E, int], Awaitable[R]],
+                         on_episode: Callable[[R], None] | None = None,
+                         *, timeout_s: float | None = None,
+                         replace: Callable[[E], E] | None = None,
+                         ) -> tuple[list[R], list[tuple[int, str]]]:
     """Run episode indices ``0..episodes-1`` over ``envs``, one worker per env.
 
-    Returns the records sorted by index and the lost episodes with their tracebacks:
-    an exception escaping ``run_one`` is a lost episode, reported and never swallowed.
+    Returns the records (anything with an ``index``) sorted by index and the lost episodes
+    with their tracebacks: an exception escaping ``run_one`` is a lost episode, reported and
+    never swallowed. With ``timeout_s``, an episode that runs longer is lost too, and its
+    env, which may be stuck, is handed to ``replace`` for a fresh one.
     """
     queue: asyncio.Queue[int] = asyncio.Queue()
     for i in range(episodes):
         queue.put_nowait(i)
-    records: list[EpisodeRecord] = []
+    records: list[R] = []
     lost: list[tuple[int, str]] = []
 
     async def worker(env: E) -> None:
         while not queue.empty():
             i = queue.get_nowait()
             try:
-                record = await run_one(env, i)
+                record = await asyncio.wait_for(run_one(env, i), timeout_s)
             except ConfigError:
                 raise  # the user's setup (a sandbox backend that cannot run here): stop, say why
+            except asyncio.TimeoutError:
+                lost.append((i, f"episode hung for more than {timeout_s:g} s"))
+                if replace is not None:
+                    env = replace(env)
+                continue
             except Exception:  # noqa: BLE001 - a lost episode is reported, never swallowed
                 lost.append((i, traceback.format_exc()))
                 continue
@@ -163,20 +174,20 @@ async def drain_episodes(envs: Sequence[E], episodes: int,
                 on_episode(record)
 
     await asyncio.gather(*(worker(e) for e in envs))
-    records.sort(key=lambda rec: rec.index)
+    records.sort(key=lambda rec: rec.index)  # type: ignore[attr-defined]
     return records, lost
 
 
-async def _one_episode(env: ToolEnv, policy: Policy, index: int, seed: int) -> EpisodeRecord:
+async def _one_episode(env: Any, policy: Policy, index: int, seed: int) -> EpisodeRecord:
     try:
-        obs, info = await env.areset(seed=seed)
+        obs, info = await areset(env, seed=seed)
     except InfraError as e:
         return EpisodeRecord(index, None, 0.0, False, True, 0, {"reset_error": str(e)})
     while True:
         action = policy(env, obs, info)
         if inspect.isawaitable(action):
             action = await action
-        obs, reward, terminated, truncated, info = await env.astep(action)
+        obs, reward, terminated, truncated, info = await astep(env, action)
         if terminated or truncated:
             return EpisodeRecord(index, info.get("task_id"), float(reward), bool(info.get("success")),
                                  bool(info.get("infra_failed")), int(info.get("turns", 0)), info)

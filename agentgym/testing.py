@@ -17,11 +17,12 @@ from typing import Any
 import numpy as np
 from gymnasium.utils.env_checker import check_env
 
-from agentgym.env import ANSWER_TOOL, ToolEnv
+from agentgym.env import ToolEnv
+from agentgym.family import ANSWER_TOOL, EpisodeView, TaskFamily
 from agentgym.errors import AgentError, EpisodeFinishedError, InfraError
 from agentgym.tools import Tool
 
-__all__ = ["check_tool_env", "ProbeEnv", "ProbeTask", "HOSTILE_ACTIONS"]
+__all__ = ["check_tool_env", "ProbeEnv", "ProbeFamily", "ProbeTask", "HOSTILE_ACTIONS"]
 
 HOSTILE_ACTIONS: tuple[Any, ...] = (
     "",
@@ -46,7 +47,7 @@ def check_tool_env(env: Any, *, oracle_steps: int = 50) -> None:
         assert key in info, f"reset info lacks {key!r}"
     assert info["messages"] and all({"role", "content"} <= set(m) for m in info["messages"])
     for action in HOSTILE_ACTIONS:
-        if base._done:  # noqa: SLF001 - a hostile action may legitimately end the episode
+        if base.episode_done:  # a hostile action may legitimately end the episode
             env.reset(seed=0)
         obs, reward, terminated, truncated, info = env.step(action)
         assert isinstance(obs, str) and obs, f"hostile action {str(action)[:40]!r} gave an empty observation"
@@ -74,32 +75,31 @@ class ProbeTask:
     secret: int
 
 
-class ProbeEnv(ToolEnv):
-    """A minimal env: guess the secret number, with tools that misbehave on request.
+class ProbeFamily(TaskFamily):
+    """A minimal family: guess the secret number, with tools that misbehave on request.
 
     Args:
         latency_s: every ``echo`` call sleeps this long (tests overlap of tool calls).
         infra_failures: the first N calls of ``flaky`` raise ``InfraError``.
         big_output_chars: ``dump`` returns this many characters.
-        noop: build only a no-op ``echo`` tool (the step-overhead benchmark).
+        tool_max_retries: retries of ``flaky``.
     """
 
-    env_name = "Probe"
+    name = "Probe"
 
     def __init__(self, latency_s: float = 0.0, infra_failures: int = 0, big_output_chars: int = 10_000,
-                 tool_max_retries: int = 2, **kwargs: Any) -> None:
+                 tool_max_retries: int = 2) -> None:
         self.latency_s = latency_s
         self.infra_failures = infra_failures
         self.big_output_chars = big_output_chars
         self.tool_max_retries = tool_max_retries
         self.flaky_calls = 0
-        super().__init__(**kwargs)
 
-    def _new_task(self, rng: np.random.Generator, options: dict[str, Any]) -> ProbeTask:
+    def new_task(self, rng: np.random.Generator, split: str, options: dict[str, Any]) -> ProbeTask:
         secret = int(rng.integers(0, 1000))
         return ProbeTask(f"probe-{secret}", secret)
 
-    def _tools(self, task: ProbeTask | None) -> list[Tool]:
+    def tools(self, task: ProbeTask | None) -> dict[str, Tool]:
         async def echo(text: str) -> str:
             if self.latency_s:
                 await asyncio.sleep(self.latency_s)
@@ -125,7 +125,7 @@ class ProbeEnv(ToolEnv):
 
         obj = lambda props, req: {"type": "object", "properties": props, "required": req,  # noqa: E731
                                   "additionalProperties": False}
-        return [
+        tools = [
             Tool("echo", "Return the text.", obj({"text": {"type": "string"}}, ["text"]), echo, timeout_s=5),
             Tool("flaky", "Fails with an infrastructure error at first.", obj({}, []), flaky,
                  max_retries=self.tool_max_retries),
@@ -133,15 +133,24 @@ class ProbeEnv(ToolEnv):
             Tool("reveal", "Return the secret.", obj({}, []), reveal),
             Tool(ANSWER_TOOL, "Answer with the secret.", obj({"answer": {"type": "integer"}}, ["answer"]), answer),
         ]
+        return {t.name: t for t in tools}
 
-    def _prompt(self, task: ProbeTask) -> str:
+    def prompt(self, task: ProbeTask) -> str:
         return "Find the secret number with reveal, then answer it."
 
-    def _score(self, task: ProbeTask, answer_args: dict[str, Any]) -> tuple[float, dict[str, Any]]:
-        return float(answer_args["answer"] == task.secret), {}
+    def score(self, task: ProbeTask, answer: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+        return float(answer["answer"] == task.secret), {}
 
-    def oracle_action(self) -> str:
-        revealed = [r for r in self.last_results if r.name == "reveal" and r.status == "ok"]
+    def oracle_action(self, task: ProbeTask, episode: EpisodeView) -> str:
+        revealed = [r for r in episode.results if r.name == "reveal" and r.status == "ok"]
         if not revealed:
             return '<tool_call>{"name": "reveal", "arguments": {}}</tool_call>'
         return f"<tool_call>{json.dumps({'name': ANSWER_TOOL, 'arguments': {'answer': int(revealed[0].output)}})}</tool_call>"
+
+
+class ProbeEnv(ToolEnv):
+    """``ToolEnv(ProbeFamily(...))``: the env the core tests and benchmarks drive."""
+
+    def __init__(self, latency_s: float = 0.0, infra_failures: int = 0, big_output_chars: int = 10_000,
+                 tool_max_retries: int = 2, **kwargs: Any) -> None:
+        super().__init__(ProbeFamily(latency_s, infra_failures, big_output_chars, tool_max_retries), **kwargs)

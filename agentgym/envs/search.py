@@ -36,8 +36,9 @@ import numpy as np
 
 from agentgym.env import ToolEnv
 from agentgym.family import ANSWER_TOOL, EpisodeView, TaskFamily
+from agentgym.resources import shared_resources
 from agentgym.errors import AgentError, ConfigError
-from agentgym.retrieval import INDEX_FORMAT, LocalRetriever, RemoteRetriever, RetrievedDocument, Retriever
+from agentgym.retrieval import INDEX_FORMAT, LocalRetriever, RetrievedDocument, Retriever
 from agentgym.retrieval.index import ProgressCallback
 from agentgym.tools import Tool
 from tasks.search import (
@@ -95,11 +96,6 @@ def _load_dataset(data_seed: int, corpus_path: str | None, qa_path: str | None) 
 @functools.lru_cache(maxsize=8)
 def _local_retriever(corpus: Corpus) -> LocalRetriever:
     return LocalRetriever.for_corpus(corpus)
-
-
-@functools.lru_cache(maxsize=8)
-def _remote_retriever(url: str, timeout_s: float, max_retries: int, max_concurrency: int) -> RemoteRetriever:
-    return RemoteRetriever(url, timeout_s=timeout_s, max_retries=max_retries, max_concurrency=max_concurrency)
 
 
 def _snippet(text: str, limit: int) -> str:
@@ -169,8 +165,9 @@ class SearchFamily(TaskFamily):
                     LocalRetriever.for_corpus(self.dataset.corpus, progress=progress)
                 self.retriever: Retriever = local
             else:
-                self.retriever = _remote_retriever(retriever_url, retriever_timeout_s, retriever_retries,
-                                                   retriever_max_concurrency)
+                self.retriever = shared_resources().retriever(
+                    retriever_url, timeout_s=retriever_timeout_s, max_retries=retriever_retries,
+                    max_concurrency=retriever_max_concurrency)
         self._retriever_corpus = (None if retriever_url is None else
                                   _check_remote_corpus(retriever_url, self.dataset.corpus.version, retriever_timeout_s))
         self._questions_of(split)  # an empty split is a config error now, not at the first reset
@@ -203,6 +200,11 @@ class SearchFamily(TaskFamily):
 
     async def open_episode(self, task: SearchTask) -> None:
         self._seen, self._opened, self._searches = set(), set(), 0
+
+    async def aclose(self) -> None:
+        if self.retriever_url is not None and self.retriever is not None:
+            retriever, self.retriever = self.retriever, None
+            await shared_resources().release_retriever(retriever)
 
     def tools(self, task: SearchTask | None) -> dict[str, Tool]:
         if self.style == "tags":

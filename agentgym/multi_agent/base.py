@@ -396,6 +396,11 @@ class TeamEnv(ParallelEnv[str, str, str]):
             **self._agent_diagnostics(agent),
         }
 
+    async def aclose(self) -> None:
+        """Release the episode's resources now (the async twin of ``close``); the env can
+        be reset again."""
+        await self._release()
+
     async def _release(self) -> None:
         if self._live_resources:
             self._live_resources = False

@@ -30,6 +30,7 @@ from agentgym.env import ANSWER_TOOL
 from agentgym.envs.search import SearchFamily, SearchTask
 from agentgym.errors import AgentError, ConfigError
 from agentgym.multi_agent.base import TeamEnv
+from agentgym.runtime import run_sync
 from agentgym.tools import Tool
 from tasks.search import contains_answer
 
@@ -108,6 +109,10 @@ class SearchTeamEnv(TeamEnv):
                          tool_output_budget_chars=tool_output_budget_chars, max_action_chars=max_action_chars,
                          max_observation_chars=max_observation_chars, render_mode=render_mode)
         self._reset_team_state()
+
+    def close(self) -> None:
+        super().close()
+        run_sync(self.family.aclose())  # its retriever client, when it uses a service
 
     # ------------------------------------------------------------------ hooks
     def _agent_roles(self) -> dict[str, str]:

@@ -30,7 +30,7 @@ __all__ = ["OracleAnswer", "OracleFailedError", "score_answer", "answer_schema_p
 
 class OracleFailedError(AgentgymError, RuntimeError):
     """The oracle policy did not give an answer that scores 1: the env itself is broken,
-    so no reward audit of it means anything. Fix the env's ``oracle_action`` or ``_score``."""
+    so no reward audit of it means anything. Fix the family's ``oracle_action`` or ``score``."""
 
 
 @dataclass(frozen=True)
@@ -64,14 +64,14 @@ def score_answer(env: Any, answer_args: dict[str, Any], task: Any = None) -> tup
     task = base.task if task is None else task
     if task is None:
         raise ValueError("score_answer needs a task: call env.reset() first or pass task=")
-    reward, diagnostics = base._score(task, dict(answer_args))  # noqa: SLF001 - this is the seam
+    reward, diagnostics = base.score_answer(task, answer_args)
     return float(reward), dict(diagnostics)
 
 
 def answer_schema_problem(env: Any, answer_args: Any, task: Any = None) -> str | None:
     """The JSON-schema error the executor would report for these ``answer`` arguments."""
     base = base_env(env)
-    tools = {t.name: t for t in base._tools(base.task if task is None else task)}  # noqa: SLF001
+    tools = base.tools_for(base.task if task is None else task)
     tool = tools.get(ANSWER_TOOL)
     if tool is None:
         return f"the env has no {ANSWER_TOOL!r} tool"

@@ -25,7 +25,6 @@ import importlib
 import inspect
 import re
 import time
-import traceback
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
@@ -34,7 +33,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from agentgym.env import ToolEnv
 from agentgym.errors import ConfigError, InfraError
 from agentgym.readiness.adversarial import (
     BOUNDARY_ATTACKS,
@@ -47,7 +45,9 @@ from agentgym.readiness.containers import ContainerCount, count_containers, wait
 from agentgym.readiness.faults import FaultInjector, FaultPlan
 from agentgym.readiness.lifecycle import aclose_shared_resources
 from agentgym.readiness.services import RetrieverProcess
+from agentgym.runner import drain_episodes
 from agentgym.runtime import run_sync
+from agentgym.wrappers import areset, astep, env_attr
 from agentgym.telemetry import Telemetry
 
 __all__ = ["StressConfig", "EpisodeOutcome", "Guarantee", "StressReport", "run_stress", "UNBOUNDED_PROCESS_ACTIONS"]
@@ -308,50 +308,39 @@ async def _arun(config: StressConfig, env_kwargs: dict[str, Any], service: Retri
     for env in envs:
         injector.install(env)
     report = StressReport(config)
-    queue: asyncio.Queue[int] = asyncio.Queue()
-    for i in range(config.episodes):
-        queue.put_nowait(i)
     mixed: MixedPolicy | None = None
     global_faults = config.faults.needs_service and service is not None
     retired: list[Any] = []
 
-    async def worker(slot: int) -> None:
-        nonlocal mixed
-        while not queue.empty():
-            i = queue.get_nowait()
-            env = envs[slot]
-            try:
-                outcome = await asyncio.wait_for(
-                    _episode(env, i, config, lambda info: _mixed(info, env), injector, report, global_faults),
-                    config.episode_timeout_s)
-            except asyncio.TimeoutError:
-                report.lost.append((i, f"episode hung for more than {config.episode_timeout_s:g} s"))
-                retired.append(env)
-                envs[slot] = gym.make(config.env_id, **env_kwargs)
-                injector.install(envs[slot])
-                continue
-            except Exception:  # noqa: BLE001 - a lost episode is reported, never swallowed
-                report.lost.append((i, traceback.format_exc()))
-                continue
-            report.outcomes.append(outcome)
+    def replace_hung(env: Any) -> Any:
+        retired.append(env)
+        fresh = gym.make(config.env_id, **env_kwargs)
+        injector.install(fresh)
+        envs.append(fresh)
+        return fresh
 
     def _mixed(info: dict[str, Any], env: Any) -> MixedPolicy:
         nonlocal mixed
         if mixed is None:
-            base: ToolEnv = env.unwrapped
-            actions = adversarial_actions(info["tools"], base.parser.name, max_action_chars=base.max_action_chars,
-                                          exclude=exclude)
+            actions = adversarial_actions(info["tools"], env_attr(env, "parser").name,
+                                          max_action_chars=env_attr(env, "max_action_chars"), exclude=exclude)
             mixed = MixedPolicy(actions, config.adversarial)
         return mixed
 
+    def run_one(env: Any, i: int) -> Any:
+        return _episode(env, i, config, lambda info: _mixed(info, env), injector, report, global_faults)
+
     start = time.perf_counter()
     try:
-        await asyncio.gather(*(worker(s) for s in range(n_envs)))
+        outcomes, lost = await drain_episodes(list(envs), config.episodes, run_one,
+                                              timeout_s=config.episode_timeout_s, replace=replace_hung)
+        report.outcomes.extend(outcomes)
+        report.lost.extend(lost)
     finally:
         report.elapsed_s = time.perf_counter() - start
         for env in [*envs, *retired]:
             try:
-                await asyncio.wait_for(env.unwrapped._release(), 60)  # noqa: SLF001 - the harness owns these envs
+                await asyncio.wait_for(env_attr(env, "aclose")(), 60)  # the harness owns these envs
             except Exception as e:  # noqa: BLE001
                 report.notes.append(f"releasing an env failed: {type(e).__name__}: {e}")
         await injector.aclose()
@@ -361,20 +350,19 @@ async def _arun(config: StressConfig, env_kwargs: dict[str, Any], service: Retri
         for env in [*envs, *retired]:
             env.close()
     report.outcomes.sort(key=lambda o: o.index)
-    report.telemetry = Telemetry.merged(e.unwrapped.telemetry for e in [*envs, *retired])
+    report.telemetry = Telemetry.merged(env_attr(e, "telemetry") for e in [*envs, *retired])
     report.faults_injected = dict(injector.injected)
     report.faults_missed = dict(injector.missed)
-    report.fingerprint = str(envs[0].unwrapped._fingerprint or "")  # noqa: SLF001 - computed during the run
+    report.fingerprint = str(env_attr(envs[0], "fingerprint"))
     return report
 
 
 async def _episode(env: Any, index: int, config: StressConfig, policy_for: Any, injector: FaultInjector,
                    report: StressReport, global_faults: bool) -> EpisodeOutcome:
-    base: ToolEnv = env.unwrapped
     rng = np.random.default_rng([config.seed, index, 0x5EED])
     faults_at_start = injector.faults_for(env)
     try:
-        obs, info = await base.areset(seed=config.seed + index)
+        obs, info = await areset(env, seed=config.seed + index)
     except InfraError:
         return EpisodeOutcome(index, None, 0.0, False, False, True, True, 0, 0,
                               injector.faults_for(env) - faults_at_start)
@@ -392,11 +380,11 @@ async def _episode(env: Any, index: int, config: StressConfig, policy_for: Any, 
         text = action.text.replace(CANARY, f"agentgym-canary-E{index}") if action is not None else None
         if text is None:
             try:
-                text = base.oracle_action()
+                text = env_attr(env, "oracle_action")()
             except Exception:  # noqa: BLE001 - the oracle lost its footing after adversarial turns
                 oracle_errors += 1
                 text = "Let me start over."  # no tool call: the oracle starts afresh next turn
-        obs, reward, terminated, truncated, info = await base.astep(text)
+        obs, reward, terminated, truncated, info = await astep(env, text)
         if action is not None:
             adversarial_turns += 1
             used.add(action.name)

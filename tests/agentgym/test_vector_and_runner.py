@@ -1,6 +1,7 @@
 import json
 import time
 
+import gymnasium as gym
 import pytest
 
 from agentgym.errors import ConfigError, InfraError
@@ -8,6 +9,7 @@ from agentgym.policies import oracle_policy, random_text_policy
 from agentgym.runner import run_episodes
 from agentgym.testing import ProbeEnv
 from agentgym.vector import ToolVectorEnv
+from agentgym.wrappers import ToolWrapper
 
 
 def echo(text):
@@ -84,3 +86,55 @@ def test_failed_autoreset_never_loses_the_batch(failures):
         assert trunc[0] and infos[0]["infra_failed"]
         obs, *_ = vec.step([echo("x"), echo("c")])  # third reset attempt succeeds
         assert "reveal" in obs[0]
+
+
+class FailsFirstReset(ProbeEnv):
+    """Its first reset fails with an infrastructure error (a pool not yet warm)."""
+
+    def __init__(self):
+        super().__init__()
+        self.resets = 0
+
+    async def _start_episode(self, task):
+        self.resets += 1
+        if self.resets == 1:
+            raise InfraError("pool exhausted")
+
+
+def test_a_failed_first_reset_is_that_envs_info_and_is_retried_at_its_next_step():
+    vec = ToolVectorEnv([FailsFirstReset(), ProbeEnv()])
+    obs, infos = vec.reset(seed=0)
+    assert obs[0] == "" and infos[0]["infra_failed"] and "pool exhausted" in infos[0]["reset_error"]
+    assert "task_id" in infos[1]  # the other env's reset stands
+    obs, _, _, _, infos = vec.step([echo("ignored"), echo("b")])
+    assert infos[0]["reset_retried"] and "task_id" in infos[0] and obs[0]
+
+
+class Shout(gym.ObservationWrapper):
+    """A plain Gymnasium wrapper: sync only."""
+
+    def observation(self, observation):
+        return observation.upper()
+
+
+class CountSteps(ToolWrapper):
+    """An async-aware wrapper: awaited on the loop."""
+
+    steps = 0
+
+    async def astep(self, action):
+        CountSteps.steps += 1
+        return await super().astep(action)
+
+
+def test_batched_paths_step_every_wrapper_gym_make_and_the_user_added():
+    import agentgym  # noqa: F401
+
+    env = CountSteps(Shout(gym.make("agentgym/Calculator-v0")))
+    vec = ToolVectorEnv([env])
+    obs, _ = vec.reset(seed=0)
+    assert obs[0] == obs[0].upper() and "CALCULATE" in obs[0]
+    obs, *_ = vec.step([echo("x")])
+    assert obs[0] == obs[0].upper() and CountSteps.steps == 1
+    report = run_episodes("agentgym/Calculator-v0", oracle_policy, episodes=4, concurrency=2)
+    assert report.success_rate == 1.0 and not report.lost
