@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import types
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +25,7 @@ from agentgym.family import ANSWER_TOOL, EpisodeView, TaskFamily
 from agentgym.errors import AgentError, EpisodeFinishedError, InfraError
 from agentgym.tools import Tool
 
-__all__ = ["check_tool_env", "ProbeEnv", "ProbeFamily", "ProbeTask", "HOSTILE_ACTIONS"]
+__all__ = ["check_tool_env", "ProbeEnv", "ProbeFamily", "ProbeTask", "HOSTILE_ACTIONS", "load_readme_family"]
 
 HOSTILE_ACTIONS: tuple[Any, ...] = (
     "",
@@ -154,3 +157,31 @@ class ProbeEnv(ToolEnv):
     def __init__(self, latency_s: float = 0.0, infra_failures: int = 0, big_output_chars: int = 10_000,
                  tool_max_retries: int = 2, **kwargs: Any) -> None:
         super().__init__(ProbeFamily(latency_s, infra_failures, big_output_chars, tool_max_retries), **kwargs)
+
+
+# ---- the README's example family -------------------------------------------------
+# The "Write your own environment" family is meant to be copied; the tests run exactly
+# that text, so the README cannot drift from what works.
+_BLOCK = re.compile(r"<!-- example-family:[^>]*-->\n```python\n(.*?)```", re.S)
+
+
+def load_readme_family(readme: Path | None = None) -> types.ModuleType:
+    """Execute the README's example family as a module (it registers its env id once).
+
+    Needs the source tree (the README sits beside the packages), as the tests have it.
+    """
+    import sys
+
+    import gymnasium as gym
+
+    path = readme or Path(__file__).resolve().parents[1] / "README.md"
+    match = _BLOCK.search(path.read_text(encoding="utf-8"))
+    if match is None:
+        raise LookupError(f"no example-family block in {path}")
+    module = types.ModuleType("readme_unit_conversion")
+    sys.modules[module.__name__] = module  # dataclasses look their module up there
+    code = match.group(1)
+    if "myorg/UnitConversion-v0" in gym.registry:  # a second load in one process
+        code = code.replace('gym.register("myorg/UnitConversion-v0"', 'dict(id="myorg/UnitConversion-v0"')
+    exec(compile(code, f"{path}:example-family", "exec"), module.__dict__)  # noqa: S102 - our own README
+    return module

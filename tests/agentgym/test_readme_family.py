@@ -3,7 +3,7 @@
 import gymnasium as gym
 
 from agentgym.policies import oracle_policy
-from agentgym.readme_example import load_readme_family
+from agentgym.testing import load_readme_family
 from agentgym.runner import run_episodes
 from agentgym.testing import check_tool_env
 

@@ -4,7 +4,7 @@ trajectories takes optimiser steps, and a PPO-EWMA rollout step runs on it."""
 import json
 import math
 
-from agentgym.readme_example import load_readme_family
+from agentgym.testing import load_readme_family
 from baselines.config import load_config
 from baselines.trainer import Trainer
 
