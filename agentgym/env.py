@@ -120,7 +120,7 @@ class ToolEnv(gym.Env[str, str]):
 
     # ------------------------------------------------------------------ the family
     # Every question about the task goes to the family through these; a subclass that
-    # predates families may still override them (ProbeEnv does).
+    # predates families (tests use some) may still override them.
     def _family(self) -> TaskFamily:
         if self.family is None:
             raise NotImplementedError(f"{type(self).__name__} has no TaskFamily; pass one to ToolEnv(family)")

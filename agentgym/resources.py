@@ -13,7 +13,6 @@ libraries) without starting a sandbox.
 from __future__ import annotations
 
 import asyncio
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,9 +113,8 @@ class SharedResources:
 def _describe_backend(backend: str | None) -> dict[str, Any]:
     import warnings
 
-    from sandboxes import SandboxConfig
     from sandboxes.errors import SandboxError
-    from sandboxes.pool import choose_backend
+    from sandboxes.pool import choose_backend, default_config
 
     try:
         with warnings.catch_warnings():
@@ -124,7 +122,7 @@ def _describe_backend(backend: str | None) -> dict[str, Any]:
             chosen = choose_backend(backend)  # type: ignore[arg-type]
     except SandboxError as e:
         raise ConfigError(str(e)) from e
-    config = SandboxConfig(runtime=os.environ.get("AGENTGYM_SANDBOX_RUNTIME") or None)
+    config = default_config()  # what sandbox_pool's make_pool will use
     if chosen == "docker":
         from sandboxes.docker import DockerBackend
         from sandboxes.errors import ImageBuildError

@@ -116,7 +116,7 @@ def _close_pools(request):
     for env_id in _selected():
         env = gym.make(env_id)
         try:
-            run_sync(aclose_shared_resources(env))
+            run_sync(aclose_shared_resources())
         finally:
             env.close()
 

@@ -51,7 +51,6 @@ def container_options(config: SandboxConfig, image: str, owner: str, key: str) -
         "--default-timeout", str(config.default_timeout_s),
         "--grace", str(config.grace_s),
         "--rlimits", '{"core": 0}',
-        "--kill-all",
     ]  # fmt: skip
     entrypoint = (["/usr/bin/tini", "--"] if config.init else []) + supervisor
     env = {**default_env(config), KEY_ENV: key}

@@ -35,7 +35,7 @@ from sandboxes.errors import (
 )
 from sandboxes.protocol import ExecResult, Sandbox, SandboxConfig
 
-__all__ = ["PoolConfig", "SandboxBackend", "SandboxPool", "PooledSandbox", "make_pool", "choose_backend"]
+__all__ = ["PoolConfig", "SandboxBackend", "SandboxPool", "PooledSandbox", "make_pool", "choose_backend", "default_config"]
 
 log = logging.getLogger(__name__)
 
@@ -489,10 +489,13 @@ class PooledSandbox(Sandbox):
             return lost
         raise AssertionError("unreachable")
 
+    async def _upload_all(self) -> None:
+        for path, data in self._uploads.items():
+            await self._inner.upload(path, data)
+
     async def _replay(self) -> str | None:
         sandbox = self._inner
-        for path, data in self._uploads.items():
-            await sandbox.upload(path, data)
+        await self._upload_all()
         if self._cells and not self._pool.config.replay:
             return "the sandbox was replaced and replay is switched off, so variables, imports and files you made are gone"
         for code, timeout in self._cells:
@@ -502,8 +505,7 @@ class PooledSandbox(Sandbox):
                 # A fresh sandbox, not a reset of this one: nothing of the replay may remain.
                 self._pool._spawn(self._pool._close_one(self._detach()))
                 self._inner = await self._pool._take()
-                for path, data in self._uploads.items():
-                    await self._inner.upload(path, data)
+                await self._upload_all()
                 return (
                     f"the sandbox was replaced and re-running your earlier cells gave {result.status} "
                     "(they are not deterministic), so variables, imports and files you made are gone"
@@ -550,6 +552,12 @@ def choose_backend(backend: BackendName | None = None, engine_urls: list[str] | 
     return "docker"
 
 
+def default_config() -> SandboxConfig:
+    """The settings a pool gets when none are given: the defaults, with the OCI runtime
+    from ``AGENTGYM_SANDBOX_RUNTIME`` (e.g. ``runsc``) when it is set."""
+    return SandboxConfig(runtime=os.environ.get("AGENTGYM_SANDBOX_RUNTIME") or None)
+
+
 def make_pool(
     backend: BackendName | None = None,
     *,
@@ -564,8 +572,7 @@ def make_pool(
     ``AGENTGYM_SANDBOX_RUNTIME`` (e.g. ``runsc`` for gVisor) sets the containers' OCI
     runtime when no ``config`` is given.
     """
-    if config is None and os.environ.get("AGENTGYM_SANDBOX_RUNTIME"):
-        config = SandboxConfig(runtime=os.environ["AGENTGYM_SANDBOX_RUNTIME"])
+    config = config or default_config()
     chosen = choose_backend(backend, engine_urls)
     if chosen == "docker":
         from sandboxes.docker import DockerBackend

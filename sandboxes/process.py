@@ -91,9 +91,11 @@ class IsolationSupport:
     reason: str
     """Why isolation is impossible here ('' when it is possible)."""
 
-    @property
-    def level(self) -> str:
-        return "namespaces" if self.bwrap else "none"
+
+def isolation_level(isolation: IsolationChoice) -> str:
+    """What a sandbox made with ``isolation`` reports: ``namespaces`` (bubblewrap) or
+    ``none`` (the unsafe opt-in)."""
+    return "none" if isolation == "unsafe" else "namespaces"
 
 
 def allowed_site_entries(modules: tuple[str, ...]) -> dict[str, str]:
@@ -275,8 +277,7 @@ class ProcessSandbox(SupervisedSandbox):
 
     @property
     def isolation_level(self) -> str:
-        """``namespaces`` (bubblewrap) or ``none`` (the unsafe opt-in)."""
-        return "none" if self.isolation == "unsafe" else "namespaces"
+        return isolation_level(self.isolation)
 
     async def _launch(self, key: str) -> "PipeStream":
         support = await asyncio.to_thread(isolation_support)
@@ -500,7 +501,7 @@ class ProcessBackend:
 
     @property
     def isolation_level(self) -> str:
-        return "none" if self.sandbox_kwargs.get("isolation") == "unsafe" else "namespaces"
+        return isolation_level(self.sandbox_kwargs.get("isolation", "auto"))
 
     async def create(self) -> ProcessSandbox:
         sandbox = ProcessSandbox(self.config, **self.sandbox_kwargs)

@@ -86,10 +86,6 @@ class SupervisedSandbox(Sandbox):
     def kill(self) -> None:
         """Kill the sandbox as the infrastructure might (see :meth:`Sandbox.kill`)."""
 
-    def kill_from_outside(self) -> None:
-        """The former name of :meth:`kill`, kept for callers written against it."""
-        self.kill()
-
     @property
     @abc.abstractmethod
     def workdir(self) -> str:

@@ -112,12 +112,11 @@ def _probe_env(env_id: str, env_kwargs: dict[str, Any]) -> None:
 
 
 def _close_shared_resources() -> None:
-    """Close process-wide pools (sandboxes) that envs share, so no container outlives the run."""
-    data_analysis = sys.modules.get("agentgym.envs.data_analysis")
-    if data_analysis is not None:
-        from agentgym.runtime import run_sync
+    """Close what envs share (sandbox pools, retriever clients), so nothing outlives the run."""
+    from agentgym.resources import shared_resources
+    from agentgym.runtime import run_sync
 
-        run_sync(data_analysis.close_shared_pools())
+    run_sync(shared_resources().aclose())
 
 
 def play_command(env_id: str, seed: int | None, env_kwargs: dict[str, Any]) -> int:

@@ -202,5 +202,5 @@ def audit_reward(env_id: str, tasks: int = 20, seed: int = 0, *, env_kwargs: dic
     finally:
         if own:
             env.close()
-            run_sync(aclose_shared_resources(env))
+            run_sync(aclose_shared_resources())
     return report

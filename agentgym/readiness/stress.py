@@ -344,7 +344,7 @@ async def _arun(config: StressConfig, env_kwargs: dict[str, Any], service: Retri
             except Exception as e:  # noqa: BLE001
                 report.notes.append(f"releasing an env failed: {type(e).__name__}: {e}")
         await injector.aclose()
-        problem = await aclose_shared_resources(envs[0])
+        problem = await aclose_shared_resources()
         if problem:
             report.notes.append(problem)
         for env in [*envs, *retired]:

@@ -37,6 +37,7 @@ import select
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -97,19 +98,6 @@ def _oom_kills() -> int:
         except (OSError, ValueError):
             continue
     return -1
-
-
-def _may_kill_all() -> bool:
-    """kill(-1) is only safe inside our own PID namespace: PID 1 must be tini or our
-    own reaper, never the host's init."""
-    try:
-        with open("/proc/1/cmdline", "rb") as f:
-            cmdline = f.read()
-    except OSError:
-        return False
-    if os.getppid() != 1:
-        return False
-    return b"tini" in cmdline or b"supervisor.py" in cmdline
 
 
 def _become_subreaper() -> None:
@@ -215,7 +203,7 @@ def _remove_tree_contents(root: str) -> None:
             st = os.lstat(path)
         except OSError:
             continue
-        if _is_dir(st.st_mode):
+        if stat.S_ISDIR(st.st_mode):
             try:
                 os.chmod(path, 0o700)
             except OSError:
@@ -230,12 +218,6 @@ def _remove_tree_contents(root: str) -> None:
                 os.unlink(path)
             except OSError:
                 pass
-
-
-def _is_dir(mode: int) -> bool:
-    import stat
-
-    return stat.S_ISDIR(mode)
 
 
 _IPC_FILES = (("/proc/sysvipc/shm", "shmctl"), ("/proc/sysvipc/msg", "msgctl"), ("/proc/sysvipc/sem", "semctl"))
@@ -349,7 +331,6 @@ signal, say): it is killed and a new one imports the modules again."""
 class Supervisor:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.kill_all = args.kill_all and _may_kill_all()
         self.worker_argv = [sys.executable, "-E", "-s", os.path.join(HERE, "worker.py")]
         self.user = SandboxUser(args.sandbox_user)
         self.worker_options = {
@@ -487,32 +468,9 @@ class Supervisor:
     def kill_processes(self) -> None:
         """Kill the worker and everything it started (the zygote survives)."""
         w = self.worker
-        if self.args.isolate_worker:
-            # Everything but this supervisor, the zygote and bubblewrap's init is agent code
-            # (or a worker not ready yet): kill it all, wait for it to go, look again.
-            self._kill_until_gone(self.stray_pids)
-        elif self.user.uid is not None:
-            # Everything agent code can start runs as the sandbox uid, and nothing else does.
-            self._kill_until_gone(self.user.pids)
-        elif self.kill_all:
-            keep = {1, os.getpid()}
-            if self.zygote is not None:
-                keep.add(self.zygote.pid)
-            for _ in range(200):
-                victims = 0
-                for entry in os.listdir("/proc"):
-                    if not entry.isdigit() or int(entry) in keep:
-                        continue
-                    if _process_state(int(entry)) in ("Z", "X"):
-                        continue
-                    try:
-                        os.kill(int(entry), signal.SIGKILL)
-                        victims += 1
-                    except (ProcessLookupError, PermissionError):
-                        pass
-                self.reap_children()
-                if not victims:
-                    break
+        if self.args.isolate_worker or self.user.uid is not None:
+            # Every process agent code can start is found by agent_pids, whatever it did.
+            self._kill_until_gone(self.agent_pids)
         elif w is not None and w.pgid:
             for _ in range(20):
                 try:
@@ -745,10 +703,16 @@ class Supervisor:
         objects = _ipc_objects()
         if objects:
             found.append(f"{len(objects)} SysV IPC objects")
-        pids = self.stray_pids() if self.args.isolate_worker else self.user.pids()
+        pids = self.agent_pids()
         if pids:
             found.append(f"{len(pids)} processes of agent code")
         return found
+
+    def agent_pids(self) -> list:
+        """Live processes of agent code: in the process backend everything but the
+        machinery (a worker not ready yet included), in a container everything of the
+        sandbox uid; none known in the unsafe mode (its worker's group is killed instead)."""
+        return self.stray_pids() if self.args.isolate_worker else self.user.pids()
 
     def stray_pids(self) -> list:
         """Live processes other than the init, this supervisor and the zygote."""
@@ -795,7 +759,6 @@ class Supervisor:
             "zygote_pid": self.zygote.pid if self.zygote else None,
             "ready": bool(w and w.ready),
             "versions": self.versions,
-            "kill_all": self.kill_all,
             "workdir": self.args.workdir,
             "sandbox_uid": self.user.uid,
             # Proof that this is the supervisor the host started: only it knows the key.
@@ -899,8 +862,8 @@ def _os_error(e: OSError) -> str:
 
 
 def _reap_as_init() -> None:
-    """As PID 1 of a fresh PID namespace: fork, and let the parent only reap orphans
-    (like tini) so that the supervisor proper can use kill(-1) safely."""
+    """As PID 1 (a container without tini): fork, and let the parent only reap orphans,
+    like tini, so that the supervisor proper is an ordinary, killable process."""
     child = os.fork()
     if child == 0:
         return
@@ -917,13 +880,6 @@ def _reap_as_init() -> None:
             os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
 
 
-def _drop_user(spec: str) -> None:
-    uid, _, gid = spec.partition(":")
-    os.setgroups([])
-    os.setgid(int(gid or uid))
-    os.setuid(int(uid))
-
-
 def parse_args(argv: list) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--workdir", required=True)
@@ -934,8 +890,6 @@ def parse_args(argv: list) -> argparse.Namespace:
     p.add_argument("--default-timeout", type=float, default=30.0)
     p.add_argument("--grace", type=float, default=0.05)
     p.add_argument("--rlimits", default="{}", help="JSON: as, nproc, fsize, core, nofile")
-    p.add_argument("--kill-all", action="store_true", help="reset with kill(-1): only in a PID namespace")
-    p.add_argument("--drop-user", default="", help="uid:gid to switch to after start (process backend as root)")
     p.add_argument("--sandbox-user", default="", help="uid:gid agent code runs as (supervisor started as root)")
     p.add_argument("--key-fd", type=int, default=-1, help="read the per-sandbox key from this descriptor")
     p.add_argument("--site", default="", help="comma-separated directories the worker adds to sys.path")
@@ -953,8 +907,6 @@ def main(argv: list | None = None) -> None:
         OOM_FILES.insert(0, args.oom_file)
     if os.getpid() == 1:
         _reap_as_init()
-    if args.drop_user:
-        _drop_user(args.drop_user)
     if args.sandbox_user:
         os.setgroups([])
     _prctl(4, 0)  # PR_SET_DUMPABLE = 0: /proc/<pid>/mem, environ, fd stay root's alone
