@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST := $(VENV)/bin/pytest
 
-.PHONY: demo test bench image install clean vllm-env test-vllm
+.PHONY: demo test bench image install clean vllm-env test-vllm peers-env
 
 install: $(STAMP)
 
@@ -65,6 +65,23 @@ $(VLLM_STAMP): pyproject.toml
 test-vllm: $(VLLM_STAMP)
 	AGENTGYM_REQUIRE_VLLM=$${AGENTGYM_REQUIRE_VLLM:-1} VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-1} \
 		$(VLLM_VENV)/bin/pytest -q -p no:randomly -m vllm tests/baselines
+
+# Peer suites (TRL, ...) live only in their own venv and run as subprocesses of the
+# benchmarks; torch==2.13.0 goes first so that no peer pulls a CUDA torch build.
+PEERS_VENV  ?= .venv-peers
+PEERS_PY    := $(PEERS_VENV)/bin/python
+PEERS_STAMP := $(PEERS_VENV)/.installed
+
+peers-env: $(PEERS_STAMP)
+
+$(PEERS_STAMP): pyproject.toml
+	test -x $(PEERS_PY) || python3 -m venv $(PEERS_VENV)
+	$(PEERS_PY) -m pip install -q --upgrade pip
+	$(PEERS_PY) -m pip install -q torch==2.13.0
+	$(PEERS_PY) -m pip install -q "trl==1.16.*"
+	$(PEERS_PY) -m pip install -q -e ".[train,dev]"
+	$(PEERS_PY) -c "import torch, trl; assert torch.__version__ == '2.13.0+cpu', torch.__version__; print('trl', trl.__version__, 'torch', torch.__version__)"
+	touch $(PEERS_STAMP)
 
 clean:
 	rm -rf $(VENV) .benchmarks benchmarks/results
