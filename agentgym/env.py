@@ -28,15 +28,15 @@ from agentgym.errors import (
     InvalidOptionError,
     ResetNeededError,
 )
-from agentgym.executor import UNPARSED, ToolExecutor, ToolResult
-from agentgym.family import ANSWER_TOOL, EpisodeView, TaskFamily
-from agentgym.fingerprint import Fingerprint, make_fingerprint
-from agentgym.parsing import FORMAT_NOTE, Parser, make_parser, normalise_action
+from agentgym.executor import ToolResult
+from agentgym.family import ANSWER_TOOL, EpisodeView, TaskFamily, family_from_kwargs
+from agentgym.fingerprint import Fingerprint
+from agentgym.parsing import Parser
 from agentgym.runtime import in_runtime_loop, run_sync
 from agentgym.spaces import UnicodeText
 from agentgym.telemetry import Telemetry
 from agentgym.tools import Tool
-from agentgym.truncation import truncate_head_tail
+from agentgym.turns import TurnEngine, TurnSettings, seat_fingerprint_fields
 
 __all__ = ["ToolEnv", "ANSWER_TOOL", "Split", "ParserName"]
 
@@ -46,19 +46,14 @@ _closing: set[asyncio.Task[None]] = set()
 ParserName = Literal["hermes", "tags"]
 
 
-def check_split_and_render_mode(split: str, splits: tuple[str, ...], render_mode: str | None) -> None:
-    """Constructor checks shared by single- and multi-agent envs."""
-    if split not in splits:
-        raise ConfigError(f"Expected split in {splits}, actual value: {split!r}")
-    if render_mode not in (None, "ansi"):
-        raise ConfigError(f"Expected render_mode None or 'ansi', actual value: {render_mode!r}")
-
-
-class ToolEnv(gym.Env[str, str]):
+class ToolEnv(TurnSettings, gym.Env[str, str]):
     """One agent working on the tasks of a :class:`~agentgym.family.TaskFamily`.
 
     Args:
-        family: the tasks, tools, prompts, scoring and oracle.
+        family: the tasks, tools, prompts, scoring and oracle. A subclass with a
+            ``family_class`` builds it from the keyword arguments that are not
+            ``ToolEnv``'s own (``**family_kwargs``), so its constructor need not repeat
+            the family's signature (``check_env_kwargs`` reads the family's).
         parser: ``"hermes"`` (``<tool_call>{json}</tool_call>``), ``"tags"``
             (``<search>...</search>``) or a ``Parser``.
         max_turns: the episode is truncated after this many steps.
@@ -74,6 +69,8 @@ class ToolEnv(gym.Env[str, str]):
     env_version: ClassVar[int] = 0
     splits: ClassVar[tuple[str, ...]] = ("train", "validation", "test")
     reset_options: ClassVar[frozenset[str]] = frozenset({"task_id"})
+    family_class: ClassVar[type[TaskFamily] | None] = None
+    """The family a subclass builds from ``**family_kwargs`` when no ``family`` is given."""
 
     def __init__(
         self,
@@ -86,21 +83,23 @@ class ToolEnv(gym.Env[str, str]):
         max_observation_chars: int = 65_536,
         split: Split = "train",
         render_mode: Literal["ansi"] | None = None,
+        **family_kwargs: Any,
     ) -> None:
         if max_turns < 1:
             raise ConfigError(f"Expected max_turns >= 1, actual value: {max_turns}")
+        if family is None and (self.family_class is not None or family_kwargs):
+            family = self.make_family(family_kwargs, parser=parser, split=split)
+        elif family_kwargs:
+            raise ConfigError(f"Unknown kwarg(s) {sorted(family_kwargs)} for {type(self).__name__}: the family is "
+                              "given, so its settings are its own")
         self.family = family
         if family is not None:
             self.env_name, self.env_version = family.name, family.version
             self.splits, self.reset_options = family.splits, family.reset_options
-        check_split_and_render_mode(split, self.splits, render_mode)
-        self.parser = make_parser(parser)
+        self._init_turn_settings(parser=parser, tool_output_budget_chars=tool_output_budget_chars,
+                                 max_action_chars=max_action_chars, max_observation_chars=max_observation_chars,
+                                 split=split, render_mode=render_mode)
         self.max_turns = max_turns
-        self.tool_output_budget_chars = tool_output_budget_chars
-        self.max_action_chars = max_action_chars
-        self.max_observation_chars = max_observation_chars
-        self.split = split
-        self.render_mode = render_mode
         self.observation_space = UnicodeText(max_observation_chars)
         self.action_space = UnicodeText(max_action_chars)
         self.telemetry = Telemetry()
@@ -112,11 +111,16 @@ class ToolEnv(gym.Env[str, str]):
         self._started = False
         self._done = True
         self._live_resources = False
-        self._executor: ToolExecutor | None = None
-        self._tool_names: list[str] = []
-        self.last_results: list[ToolResult] = []
-        self.transcript: list[dict[str, Any]] = []
-        self._reset_episode_counters()
+        self._turns = TurnEngine([], self.parser, self.telemetry, max_action_chars)
+        self._episode_start = time.perf_counter()
+
+    def make_family(self, family_kwargs: dict[str, Any], *, parser: ParserName | Parser, split: str) -> TaskFamily:
+        """Build ``family_class`` from the constructor's extra keyword arguments. Override
+        when the family also needs the env's own settings (Search's style follows the parser)."""
+        if self.family_class is None:
+            raise ConfigError(f"Unknown kwarg(s) {sorted(family_kwargs)} for {type(self).__name__}, which has no "
+                              "family_class; pass a TaskFamily instead")
+        return family_from_kwargs(self.family_class, family_kwargs, owner=type(self).__name__)
 
     # ------------------------------------------------------------------ the family
     # Every question about the task goes to the family through these; a subclass that
@@ -140,7 +144,7 @@ class ToolEnv(gym.Env[str, str]):
 
     def oracle_action(self) -> str:
         """The next action of the oracle policy (uses the hidden solution)."""
-        view = EpisodeView(turn=self._turn, results=tuple(self.last_results), parser=self.parser.name)
+        view = EpisodeView(turn=self._turns.turns, results=tuple(self.last_results), parser=self.parser.name)
         return self._family().oracle_action(self.task, view)
 
     def _system_prompt(self) -> str:
@@ -166,26 +170,21 @@ class ToolEnv(gym.Env[str, str]):
         return self._task
 
     @property
-    def env_id(self) -> str:
-        return f"agentgym/{self.env_name}-v{self.env_version}"
+    def last_results(self) -> list[ToolResult]:
+        """The results of the last step's calls (empty after a step with none, and after reset)."""
+        return self._turns.last_results
+
+    @property
+    def transcript(self) -> list[dict[str, Any]]:
+        """The episode's chat so far (system, user, then every action and its results)."""
+        return self._turns.transcript
 
     @property
     def fingerprint(self) -> Fingerprint:
         """Hash over everything that changes what the agent sees or how it is scored."""
         if self._fingerprint is None:
-            tools = self._tools(None)
-            self._fingerprint = make_fingerprint({
-                "env": self.env_id,
-                "split": self.split,
-                "parser": self.parser.fingerprint(),
-                "tools": {t.name: t.schema_fields() for t in tools},
-                "system_prompt": self._system_prompt(),
-                "max_turns": self.max_turns,
-                "tool_output_budget_chars": self.tool_output_budget_chars,
-                "max_action_chars": self.max_action_chars,
-                "max_observation_chars": self.max_observation_chars,
-                **self._fingerprint_fields(),
-            })
+            seat = seat_fingerprint_fields(self._tools(None), self._system_prompt(), self.max_turns)
+            self._fingerprint = self._assemble_fingerprint(seat, self._fingerprint_fields())
         return self._fingerprint
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
@@ -246,27 +245,25 @@ class ToolEnv(gym.Env[str, str]):
             )
         await self._release()
         self._task = self._new_task(self.np_random, options)
-        self._reset_episode_counters()
+        self._turns = TurnEngine([], self.parser, self.telemetry, self.max_action_chars)
+        self._episode_start = time.perf_counter()
         self._started, self._done = True, True  # stays "done" until resources are held
         await self._start_episode(self._task)
         self._live_resources = True
         tools = self._tools(self._task)
         for wrap in self.tool_middleware:
             tools = [t if t.name == ANSWER_TOOL else wrap(t) for t in tools]
-        self._tool_names = [t.name for t in tools]
-        self._executor = ToolExecutor(tools, self.telemetry)
         system, user = self._system_prompt(), self._prompt(self._task)
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        self.transcript = list(messages)
+        self._turns = TurnEngine(tools, self.parser, self.telemetry, self.max_action_chars, opening=messages)
         self._done = False
-        obs = self._fit(f"{system}\n\n{self._tool_listing(tools)}\n\n{user}")
         info = {
             "messages": messages,
             "tools": [t.spec() for t in tools],
             "task_id": self._task.task_id,
             "fingerprint": str(self.fingerprint),
         }
-        return obs, info
+        return self.opening_observation(system, tools, user), info
 
     async def astep(self, action: str | bytes) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Run the tool calls in ``action``. Never raises for anything the agent wrote."""
@@ -274,106 +271,47 @@ class ToolEnv(gym.Env[str, str]):
             raise ResetNeededError(f"{self.env_id}: call reset() before step().")
         if self._done:
             raise EpisodeFinishedError(f"{self.env_id}: the episode has ended; call reset() to start a new one.")
-        text, notes = normalise_action(action, self.max_action_chars)
-        self._turn += 1
-        self.transcript.append({"role": "assistant", "content": text})
-        calls = self.parser.parse(text)
-        assert self._executor is not None
-        if not calls:
-            self.telemetry.record_call(UNPARSED, "parse_error", 0.0, 0, False)
-            self.last_results = []
-            outputs = [(FORMAT_NOTE, "\n".join(notes + [self.parser.format_hint(self._tool_names)]))]
-        else:
-            results = await self._execute(calls)
-            self.last_results = results
-            outputs = [(r.name, r.output) for r in results]
-            if notes:
-                outputs.insert(0, (FORMAT_NOTE, "\n".join(notes)))
-        return await self._finish_step(outputs)
-
-    # ------------------------------------------------------------- internals
-    def _reset_episode_counters(self) -> None:
-        self.last_results = []
-        self._turn = 0
-        self._tool_chars = 0
-        self._truncations = 0
-        self._tool_calls: Counter[str] = Counter()
-        self._infra_failed = False
-        self._answer: dict[str, Any] | None = None
-        self._reward = 0.0
-        self._diagnostics: dict[str, Any] = {}
-        self._step_results: list[dict[str, Any]] = []
-        self._episode_start = time.perf_counter()
-
-    async def _execute(self, calls: list[Any]) -> list[ToolResult]:
-        assert self._executor is not None
-        results = await self._executor.execute_turn(calls, ANSWER_TOOL)
-        for r in results:
-            self._tool_calls[r.name] += 1
-            self._truncations += int(r.truncated)
-            self._step_results.append(r.as_info())
-            if r.status == "infra_error":
-                self._infra_failed = True
-            if r.name == ANSWER_TOOL and r.status == "ok" and self._answer is None:
-                self._answer = dict(r.arguments)
-        return results
-
-    async def _finish_step(self, outputs: list[tuple[str, str]]) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        obs, messages = self.parser.render_results(outputs)
-        self._tool_chars += sum(len(o) for _, o in outputs)
-        reward, terminated, truncated = 0.0, False, False
-        if self._infra_failed:
+        turn = await self._turns.take(action)
+        engine = self._turns
+        reward, diagnostics, terminated, truncated, obs = 0.0, {}, False, False, turn.text
+        if engine.infra_failed:
             truncated = True  # dropped by the trainer; reward is not a learning signal
-        elif self._answer is not None:
+        elif engine.answer is not None:
             terminated = True
-            reward, self._diagnostics = self._score(self._task, self._answer)
-        elif self._turn >= self.max_turns or self._tool_chars >= self.tool_output_budget_chars:
+            reward, diagnostics = self._score(self._task, engine.answer)
+        elif engine.turns >= self.max_turns or engine.tool_chars >= self.tool_output_budget_chars:
             truncated = True
-            limit = "turn limit" if self._turn >= self.max_turns else "tool output budget"
+            limit = "turn limit" if engine.turns >= self.max_turns else "tool output budget"
             obs += f"\n[episode ended: {limit} reached]"
-        self.transcript.extend(messages)
-        info: dict[str, Any] = {"messages": messages, "task_id": self._task.task_id,
-                                "fingerprint": str(self.fingerprint), "turn": self._turn,
-                                "tool_results": [r.as_info() for r in self.last_results],
-                                "infra_failed": self._infra_failed}
-        fitted = truncate_head_tail(obs, self.max_observation_chars)
+        info: dict[str, Any] = {"messages": turn.messages, "task_id": self._task.task_id,
+                                "fingerprint": str(self.fingerprint), "turn": engine.turns,
+                                "tool_results": [r.as_info() for r in turn.results],
+                                "infra_failed": engine.infra_failed}
+        fitted = self.fit_observation(obs)
         if fitted.truncated:  # visible in the text (marker), in info and in the episode's count
-            self._truncations += 1
+            engine.note_observation_truncated()
             info["observation_truncated"] = True
         if terminated or truncated:
-            info.update(self._episode_info(reward))
+            info.update(self._episode_info(reward, diagnostics))
             self._done = True
             await self._release()
         return fitted.text, float(reward), terminated, truncated, info
 
-    def _episode_info(self, reward: float) -> dict[str, Any]:
-        self.telemetry.record_episode(
-            (n for n, c in self._tool_calls.items() if c and n in self._tool_names), self._tool_names
-        )
+    # ------------------------------------------------------------- internals
+    def _episode_info(self, reward: float, diagnostics: dict[str, Any]) -> dict[str, Any]:
+        engine = self._turns
+        self.telemetry.record_episode(engine.used_tools(), engine.tool_names)
         return {
-            "tool_calls": dict(self._tool_calls),
-            "truncations": self._truncations,
-            "infra_failed": self._infra_failed,
-            "answer": self._answer,
+            **engine.episode_fields(),
+            "infra_failed": engine.infra_failed,
+            "answer": engine.answer,
             "reward": reward,
-            "success": bool(reward >= 1.0 and not self._infra_failed),
-            "turns": self._turn,
-            "tool_output_chars": self._tool_chars,
+            "success": bool(reward >= 1.0 and not engine.infra_failed),
             "episode_s": time.perf_counter() - self._episode_start,
-            **self._diagnostics,
+            **diagnostics,
         }
 
     async def _release(self) -> None:
         if self._live_resources:
             self._live_resources = False
             await self._end_episode()
-
-    def _fit(self, text: str) -> str:
-        return truncate_head_tail(text, self.max_observation_chars).text
-
-    def _tool_listing(self, tools: list[Tool]) -> str:
-        lines = ["Tools:"]
-        for t in tools:
-            params = ", ".join(t.parameters.get("properties", {}))
-            lines.append(f"- {t.name}({params}): {t.description}")
-        return "\n".join(lines)

@@ -20,15 +20,18 @@ lease) live on it between :meth:`open_episode` and :meth:`close_episode`.
 from __future__ import annotations
 
 import abc
+import difflib
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 
+from agentgym.errors import ConfigError
 from agentgym.tools import Tool
 
-__all__ = ["TaskFamily", "EpisodeView", "ANSWER_TOOL"]
+__all__ = ["TaskFamily", "EpisodeView", "ANSWER_TOOL", "family_from_kwargs"]
 
 ANSWER_TOOL = "answer"
 """The tool whose ``ok`` call ends the episode; its arguments are what :meth:`TaskFamily.score` gets."""
@@ -104,3 +107,18 @@ class TaskFamily(abc.ABC):
     async def aclose(self) -> None:
         """Release what the family holds for its whole life (a shared client); called by
         the env's ``close``. Must be safe to call twice."""
+
+
+def family_from_kwargs(family_class: type[TaskFamily], kwargs: dict[str, Any], *, owner: str) -> TaskFamily:
+    """``family_class(**kwargs)``, with a ``ConfigError`` naming ``owner`` (the env) and the
+    closest parameter for a keyword the family does not take, instead of a ``TypeError``."""
+    signature = inspect.signature(family_class)
+    try:
+        signature.bind(**kwargs)
+    except TypeError as e:
+        names = [p.name for p in signature.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        unknown = [k for k in kwargs if k not in names]
+        close = difflib.get_close_matches(unknown[0], names, n=1) if unknown else []
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"{owner}: {e}{hint} ({family_class.__name__} takes {sorted(names)})") from None
+    return family_class(**kwargs)

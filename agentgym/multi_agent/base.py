@@ -34,23 +34,24 @@ from __future__ import annotations
 import asyncio
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 from gymnasium.utils import seeding
 from pettingzoo import ParallelEnv
 
-from agentgym.env import check_split_and_render_mode
 from agentgym.errors import ConfigError, EpisodeFinishedError, ResetNeededError
-from agentgym.fingerprint import Fingerprint, make_fingerprint
+from agentgym.family import ANSWER_TOOL, TaskFamily, family_from_kwargs
+from agentgym.fingerprint import Fingerprint
 from agentgym.multi_agent.errors import UnknownAgentError
 from agentgym.multi_agent.seat import Seat
-from agentgym.parsing import Parser, make_parser
+from agentgym.parsing import Parser
 from agentgym.runtime import run_sync
 from agentgym.spaces import UnicodeText
 from agentgym.telemetry import Telemetry
 from agentgym.tools import Tool
-from agentgym.truncation import truncate_head_tail
+from agentgym.turns import TurnSettings, seat_fingerprint_fields
 
 __all__ = ["TeamEnv", "EndReason"]
 
@@ -60,8 +61,13 @@ ResetResult = tuple[dict[str, str], dict[str, dict[str, Any]]]
 StepResult = tuple[dict[str, str], dict[str, float], dict[str, bool], dict[str, bool], dict[str, dict[str, Any]]]
 
 
-class TeamEnv(ParallelEnv[str, str, str]):
+class TeamEnv(TurnSettings, ParallelEnv[str, str, str]):
     """Base class of agentgym's multi-agent envs. See the module docstring for hooks.
+
+    A team env is team rules (roles, who acts when, what ends the episode) over a
+    :class:`~agentgym.family.TaskFamily`: ``family_class`` names it, the constructor's
+    extra keyword arguments (``**family_kwargs``) configure it, and :meth:`new_family`
+    builds one per seat that needs its own episode resources (a sandbox).
 
     Args:
         parser: ``"hermes"`` or a ``Parser``. The tag parser cannot express tools with two
@@ -72,6 +78,7 @@ class TeamEnv(ParallelEnv[str, str, str]):
         max_action_chars: longer actions are cut (and the agent is told).
         max_observation_chars: upper bound of one observation (head+tail cut beyond it).
         split: which task split to draw from (``train``, ``validation``, ``test``).
+        **family_kwargs: the settings of ``family_class`` (refused when there is none).
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "name": "TeamEnv", "is_parallelizable": True}
@@ -79,23 +86,28 @@ class TeamEnv(ParallelEnv[str, str, str]):
     env_version: ClassVar[int] = 0
     splits: ClassVar[tuple[str, ...]] = ("train", "validation", "test")
     reset_options: ClassVar[frozenset[str]] = frozenset({"task_id"})
+    family_class: ClassVar[type[TaskFamily] | None] = None
+    """The family the team works over, built by :meth:`new_family` from ``**family_kwargs``."""
 
-    def __init__(self, *, parser: str | Parser = "hermes", max_team_turns: int = 24,
+    def __init__(self, *, parser: Literal["hermes"] | Parser = "hermes", max_team_turns: int = 24,
                  tool_output_budget_chars: int = 32_000, max_action_chars: int = 32_768,
-                 max_observation_chars: int = 65_536, split: str = "train", render_mode: str | None = None) -> None:
+                 max_observation_chars: int = 65_536, split: Literal["train", "validation", "test"] = "train",
+                 render_mode: Literal["ansi"] | None = None, **family_kwargs: Any) -> None:
         if parser == "tags":
             raise ConfigError("Expected parser 'hermes' (or a Parser object) for a team env, actual value: 'tags'; "
                               "the tag parser cannot express multi-argument tools such as delegate.")
         if max_team_turns < 1:
             raise ConfigError(f"Expected max_team_turns >= 1, actual value: {max_team_turns}")
-        check_split_and_render_mode(split, self.splits, render_mode)
-        self.parser = make_parser(parser)
+        if family_kwargs and self.family_class is None:
+            raise ConfigError(f"Unknown kwarg(s) {sorted(family_kwargs)} for {type(self).__name__}, which has no "
+                              "family_class")
+        self.family_kwargs = family_kwargs
+        self._init_turn_settings(parser=parser, tool_output_budget_chars=tool_output_budget_chars,
+                                 max_action_chars=max_action_chars, max_observation_chars=max_observation_chars,
+                                 split=split, render_mode=render_mode)
         self.max_team_turns = max_team_turns
-        self.tool_output_budget_chars = tool_output_budget_chars
-        self.max_action_chars = max_action_chars
-        self.max_observation_chars = max_observation_chars
-        self.split = split
-        self.render_mode = render_mode
+        self.tool_middleware: list[Callable[[Tool], Tool]] = []
+        """Functions applied to every seat's tools (not ``answer``) at reset, as in ``ToolEnv``."""
         self.roles: dict[str, str] = dict(self._agent_roles())
         self.possible_agents: list[str] = list(self.roles)
         self.agents: list[str] = []
@@ -112,6 +124,13 @@ class TeamEnv(ParallelEnv[str, str, str]):
         self._final: dict[str, Any] | None = None
         self._episode_start = time.perf_counter()
         self.acting: frozenset[str] = frozenset()  # the agents whose turns run in the current step
+
+    def new_family(self, **overrides: Any) -> TaskFamily:
+        """A new ``family_class`` instance with the env's family settings (and ``overrides``):
+        one per seat that holds episode resources of its own."""
+        if self.family_class is None:
+            raise ConfigError(f"{type(self).__name__} has no family_class")
+        return family_from_kwargs(self.family_class, {**self.family_kwargs, **overrides}, owner=type(self).__name__)
 
     # ------------------------------------------------------------------ hooks
     def _agent_roles(self) -> dict[str, str]:
@@ -176,10 +195,6 @@ class TeamEnv(ParallelEnv[str, str, str]):
 
     # ------------------------------------------------------------ public API
     @property
-    def env_id(self) -> str:
-        return f"agentgym/{self.env_name}-v{self.env_version}"
-
-    @property
     def task(self) -> Any:
         """The current task, including its hidden solution (for oracles and graders)."""
         return self._task
@@ -215,18 +230,11 @@ class TeamEnv(ParallelEnv[str, str, str]):
         if self._fingerprint is None:
             roles: dict[str, Any] = {}
             for agent, role in self.roles.items():
-                roles.setdefault(role, {
-                    "tools": {t.name: t.schema_fields() for t in self._tools(agent, None)},
-                    "system_prompt": self._system_prompt(agent),
-                    "max_turns": self._max_turns(agent),
-                })
-            self._fingerprint = make_fingerprint({
-                "env": self.env_id, "split": self.split, "parser": self.parser.fingerprint(),
-                "agents": self.roles, "roles": roles, "max_team_turns": self.max_team_turns,
-                "tool_output_budget_chars": self.tool_output_budget_chars,
-                "max_action_chars": self.max_action_chars, "max_observation_chars": self.max_observation_chars,
-                **self._fingerprint_fields(),
-            })
+                if role not in roles:
+                    roles[role] = seat_fingerprint_fields(self._tools(agent, None), self._system_prompt(agent),
+                                                          self._max_turns(agent))
+            seating = {"agents": self.roles, "roles": roles, "max_team_turns": self.max_team_turns}
+            self._fingerprint = self._assemble_fingerprint(seating, self._fingerprint_fields())
         return self._fingerprint
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult:
@@ -264,16 +272,21 @@ class TeamEnv(ParallelEnv[str, str, str]):
         self._episode_start = time.perf_counter()
         await self._start_episode(self._task)  # before the tools, as in ToolEnv: it may complete the task
         self._live_resources = True
-        self.seats = {a: Seat(a, r, self._tools(a, self._task), self.parser, self.telemetry, self.max_action_chars)
-                      for a, r in self.roles.items()}
+        self.seats = {}
+        for agent, role in self.roles.items():
+            system, user = self._system_prompt(agent), self._prompt(agent, self._task)
+            messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+            tools = self._tools(agent, self._task)
+            for wrap in self.tool_middleware:
+                tools = [t if t.name == ANSWER_TOOL else wrap(t) for t in tools]
+            self.seats[agent] = Seat(agent, role, tools, self.parser, self.telemetry, self.max_action_chars, messages)
         self.agents = list(self.possible_agents)
         observations, infos = {}, {}
         for agent, seat in self.seats.items():
-            system, user = self._system_prompt(agent), self._prompt(agent, self._task)
-            messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-            seat.transcript = list(messages)
-            observations[agent] = self._fit(f"{system}\n\n{self._tool_listing(seat.tools)}\n\n{user}")
-            infos[agent] = {**self._step_info(agent), "messages": messages, "tools": [t.spec() for t in seat.tools]}
+            system, user = (m["content"] for m in seat.transcript[:2])
+            observations[agent] = self.opening_observation(system, seat.tools, user)
+            infos[agent] = {**self._step_info(agent), "messages": list(seat.transcript[:2]),
+                            "tools": [t.spec() for t in seat.tools]}
         return observations, infos
 
     async def astep(self, actions: dict[str, Any]) -> StepResult:
@@ -354,12 +367,17 @@ class TeamEnv(ParallelEnv[str, str, str]):
                 text, messages = "", []
             if reason is not None and reason != "answered":
                 text += f"\n[episode ended: {reason.replace('_', ' ')}]"
-            obs[agent] = self._fit(text)
+            fitted = self.fit_observation(text)
+            if fitted.truncated:  # visible in the text (marker), in info and in the agent's count
+                seat.note_observation_truncated()
+            obs[agent] = fitted.text
             rewards[agent] = float(reward)
             terms[agent] = reason == "answered"
             truncs[agent] = reason is not None and reason != "answered"
             infos[agent] = {**self._step_info(agent), "messages": messages, "acted": agent in acting,
                             "tool_results": [r.as_info() for r in seat.last_results] if agent in acting else []}
+            if fitted.truncated:
+                infos[agent]["observation_truncated"] = True
             if reason is not None:
                 infos[agent].update(self._episode_info(agent, reason, reward, diagnostics), active=False)
         if reason is not None:
@@ -371,7 +389,7 @@ class TeamEnv(ParallelEnv[str, str, str]):
     def _record_team_episode(self) -> None:
         """One telemetry episode per team episode; a tool counts as used if any agent used it."""
         seats = self.seats.values()
-        used = {n for s in seats for n, c in s.tool_calls.items() if c and n in s.tool_names}
+        used = {n for s in seats for n in s.used_tools()}
         self.telemetry.record_episode(used, {n for s in seats for n in s.tool_names})
 
     def _step_info(self, agent: str) -> dict[str, Any]:
@@ -405,14 +423,3 @@ class TeamEnv(ParallelEnv[str, str, str]):
         if self._live_resources:
             self._live_resources = False
             await self._end_episode()
-
-    def _fit(self, text: str) -> str:
-        return truncate_head_tail(text, self.max_observation_chars).text
-
-    @staticmethod
-    def _tool_listing(tools: list[Tool]) -> str:
-        lines = ["Tools:"]
-        for t in tools:
-            params = ", ".join(t.parameters.get("properties", {}))
-            lines.append(f"- {t.name}({params}): {t.description}")
-        return "\n".join(lines)

@@ -1,23 +1,22 @@
 """One agent's place at the table: its tools, its turn counters and its undelivered text.
 
-A ``Seat`` does for one agent of a team what ``ToolEnv.astep`` does for a single agent:
-read the action as text, parse it with the env's parser, run the calls through the core
-``ToolExecutor`` (statuses, retries, truncation, telemetry), and keep the counters that
-end up in the agent's ``info``. It knows nothing about the other agents; routing
-messages between them is the env's job.
+A ``Seat`` takes one agent's turns with the same :class:`~agentgym.turns.TurnEngine` as a
+single-agent ``ToolEnv`` (parse, execute under the status contract, render, count), and
+adds what a team needs: the agent's role, whether it retired, and the text waiting to be
+delivered to it. It knows nothing about the other agents; routing messages between them
+is the env's job.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentgym.env import ANSWER_TOOL
-from agentgym.executor import UNPARSED, ToolExecutor, ToolResult
-from agentgym.parsing import FORMAT_NOTE, ParsedCall, Parser, normalise_action
+from agentgym.parsing import Parser
 from agentgym.telemetry import Telemetry
 from agentgym.tools import Tool
+from agentgym.turns import TurnEngine
 
 __all__ = ["Seat", "Delivery"]
 
@@ -45,48 +44,23 @@ class Delivery:
         return text, messages
 
 
-class Seat:
-    """The per-episode state of one agent. Built fresh at every reset."""
+class Seat(TurnEngine):
+    """The per-episode state of one agent: its turns (a :class:`~agentgym.turns.TurnEngine`,
+    the same one ``ToolEnv`` uses), whether it retired, and what waits to be delivered.
+    Built fresh at every reset."""
 
-    def __init__(self, agent: str, role: str, tools: list[Tool], parser: Parser, telemetry: Telemetry,
-                 max_action_chars: int) -> None:
+    def __init__(self, agent: str, role: str, tools: Sequence[Tool], parser: Parser, telemetry: Telemetry,
+                 max_action_chars: int, opening: Sequence[dict[str, Any]] = ()) -> None:
+        super().__init__(tools, parser, telemetry, max_action_chars, opening)
         self.agent = agent
         self.role = role
-        self.tools = tools
-        self.tool_names = [t.name for t in tools]
-        self.parser = parser
-        self.executor = ToolExecutor(tools, telemetry)
-        self.telemetry = telemetry
-        self.max_action_chars = max_action_chars
-        self.turns = 0
-        self.tool_chars = 0
-        self.truncations = 0
-        self.tool_calls: Counter[str] = Counter()
-        self.infra_failed = False
         self.retired: str | None = None  # why the agent stopped taking turns, if it did
-        self.last_results: list[ToolResult] = []
         self.pending = Delivery()
-        self.transcript: list[dict[str, Any]] = []
 
     async def act(self, action: Any) -> None:
-        """Run one turn: parse ``action``, execute its calls, queue the results for delivery."""
-        text, notes = normalise_action(action, self.max_action_chars)
-        self.turns += 1
-        self.transcript.append({"role": "assistant", "content": text})
-        calls = self.parser.parse(text)
-        if not calls:
-            self.telemetry.record_call(UNPARSED, "parse_error", 0.0, 0, False)
-            self.last_results = []
-            outputs = [(FORMAT_NOTE, "\n".join(notes + [self.parser.format_hint(self.tool_names)]))]
-        else:
-            self.last_results = await self._execute(calls)
-            outputs = [(r.name, r.output) for r in self.last_results]
-            if notes:
-                outputs.insert(0, (FORMAT_NOTE, "\n".join(notes)))
-        self.tool_chars += sum(len(o) for _, o in outputs)
-        obs, messages = self.parser.render_results(outputs)
-        self.pending.add(obs, messages)
-        self.transcript.extend(messages)
+        """Run one turn of ``action`` and queue its results for delivery."""
+        turn = await self.take(action)
+        self.pending.add(turn.text, turn.messages)
 
     def tell(self, sender: str, text: str) -> None:
         """Queue a message from another agent (or the env) for this agent's next turn."""
@@ -97,19 +71,4 @@ class Seat:
 
     def episode_info(self) -> dict[str, Any]:
         """The ToolEnv episode-end fields that belong to this agent."""
-        return {
-            "tool_calls": dict(self.tool_calls),
-            "truncations": self.truncations,
-            "turns": self.turns,
-            "tool_output_chars": self.tool_chars,
-            "retired": self.retired,
-        }
-
-    # ------------------------------------------------------------- internals
-    async def _execute(self, calls: list[ParsedCall]) -> list[ToolResult]:
-        results = await self.executor.execute_turn(calls, ANSWER_TOOL)  # with the answer-spraying guard
-        for r in results:
-            self.tool_calls[r.name] += 1
-            self.truncations += int(r.truncated)
-            self.infra_failed |= r.status == "infra_error"
-        return results
+        return {**self.episode_fields(), "retired": self.retired}
