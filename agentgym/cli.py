@@ -207,6 +207,35 @@ def serve_retriever(
         read_timeout_s=read_timeout, max_bytes_in_flight=max_in_flight_mib << 20, max_connections=max_connections)))
 
 
+@app.command("serve-env")
+def serve_env(
+    env_id: Annotated[str, typer.Argument(help="e.g. agentgym/Search-v0")],
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    max_sessions: Annotated[int, typer.Option(help="concurrent sessions (one env each)")] = 64,
+    kwarg: Annotated[Optional[list[str]], typer.Option("--kwarg", "-k", help="env kwarg key=value (repeatable)")] = None,
+) -> None:
+    """Serve an env over OpenEnv's protocol (needs agentgym[openenv])."""
+    from agentgym.commands.interop import serve_env_command
+
+    _run(lambda: serve_env_command(env_id, _check_env(env_id, kwarg, multi_agent=False), host, port, max_sessions))
+
+
+@app.command("serve-mcp")
+def serve_mcp(
+    tools: Annotated[str, typer.Option(help="comma-separated: python, search")] = "python,search",
+    transport: Annotated[str, typer.Option(help="stdio or streamable-http")] = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    kwarg: Annotated[Optional[list[str]], typer.Option("--kwarg", "-k", help="Search-v0 kwarg for the search tool")] = None,
+) -> None:
+    """Serve the sandboxed Python (one sandbox per MCP session) and search as MCP tools (needs agentgym[mcp])."""
+    from agentgym.commands.interop import serve_mcp_command
+
+    _run(lambda: serve_mcp_command([t.strip() for t in tools.split(",") if t.strip()], transport, host, port,
+                                   _check_env("agentgym/Search-v0", kwarg, multi_agent=False)))
+
+
 @app.command()
 def stress(
     env_id: str,

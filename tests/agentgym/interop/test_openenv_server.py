@@ -1,0 +1,75 @@
+"""``agentgym serve-env``, played by OpenEnv's own client (``GenericEnvClient`` over the
+WebSocket session protocol), against the same env in-process."""
+
+import json
+
+import gymnasium as gym
+import pytest
+from openenv.core import GenericEnvClient  # agentgym[openenv], installed by make install
+
+import agentgym  # noqa: F401
+from tests.agentgym.interop.conftest import agentgym_server, free_port
+
+
+@pytest.fixture(scope="module")
+def search_url():
+    port = free_port()
+    with agentgym_server(["serve-env", "agentgym/Search-v0", "--port", str(port), "--max-sessions", "8"],
+                         f"http://127.0.0.1:{port}/health") as proc:
+        yield f"http://127.0.0.1:{port}"
+        assert proc.poll() is None, "the server died during the tests"
+
+
+async def test_openenv_client_plays_a_search_episode_to_the_end_with_reward_and_info(search_url):
+    local = gym.make("agentgym/Search-v0")
+    text, info = local.reset(seed=5)
+    async with GenericEnvClient(base_url=search_url) as client:
+        result = await client.reset(seed=5)
+        assert result.observation["text"] == text and not result.done
+        assert result.observation["info"]["fingerprint"] == info["fingerprint"]
+        assert result.observation["info"]["tools"] == json.loads(json.dumps(info["tools"]))
+        steps = 0
+        while not result.done:
+            action = local.unwrapped.oracle_action()  # the same task on both sides: same seed
+            expected = local.step(action)
+            result = await client.step({"text": action})
+            steps += 1
+            assert result.observation["text"] == expected[0]
+        final = result.observation["info"]
+        assert (result.reward, result.observation["terminated"], result.observation["truncated"]) == (1.0, True, False)
+        assert final["infra_failed"] is False and final["success"] is True
+        assert final["fingerprint"] == info["fingerprint"] and final["task_id"] == info["task_id"]
+        assert final["tool_calls"] == expected[4]["tool_calls"] and steps >= 2
+        state = await client.state()
+        assert state["step_count"] == steps and state["task_id"] == info["task_id"]
+        assert state["fingerprint"] == info["fingerprint"]
+    local.close()
+
+
+async def test_a_bad_action_is_an_observation_for_the_agent_not_an_error(search_url):
+    async with GenericEnvClient(base_url=search_url) as client:
+        await client.reset(seed=0)
+        result = await client.step({"text": "<tool_call>{not json</tool_call>"})
+        assert not result.done and result.reward == 0.0
+        assert result.observation["info"]["infra_failed"] is False
+        assert result.observation["info"]["tool_results"][0]["status"] == "parse_error"
+        assert "not valid JSON" in result.observation["text"]
+
+
+async def test_misuse_of_the_api_comes_back_as_a_named_error(search_url):
+    async with GenericEnvClient(base_url=search_url) as client:
+        with pytest.raises(RuntimeError, match="InvalidOptionError"):
+            await client.reset(seed=0, difficulty=3)
+        with pytest.raises(RuntimeError, match="ResetNeededError"):
+            await client.step({"text": "hello"})
+        with pytest.raises(RuntimeError, match="Invalid message|validation"):
+            await client.step({"message": "not the action's field"})
+
+
+async def test_reset_options_pick_the_task(search_url):
+    local = gym.make("agentgym/Search-v0")
+    _, info = local.reset(seed=9)
+    async with GenericEnvClient(base_url=search_url) as client:
+        result = await client.reset(options={"task_id": info["task_id"]})
+        assert result.observation["info"]["task_id"] == info["task_id"]
+    local.close()
