@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[train,dev,mcp,openenv]"
+	$(PY) -m pip install -q -e ".[train,dev,mcp,openenv,ray]"
 	touch $(STAMP)
 
 # Builds the sandbox image when a Docker engine is reachable (a no-op when the recipe is unchanged).

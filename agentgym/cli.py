@@ -155,11 +155,16 @@ def run(
     seed: int = 0,
     kwarg: Annotated[Optional[list[str]], typer.Option("--kwarg", "-k", help="env kwarg key=value (repeatable)")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+    ray: Annotated[Optional[str], typer.Option(
+        "--ray", help="run on a Ray fleet: auto (RAY_ADDRESS, the last `ray start`, else local), local, or an address "
+                      "(pip install 'agentgym[ray]')")] = None,
+    workers: Annotated[int, typer.Option(help="Ray env workers (with --ray); --concurrency is shared among them")] = 2,
 ) -> None:
     """Run episodes with a policy and print success, episodes/s and tool telemetry."""
     from agentgym.commands.run import run_command
 
-    _run(lambda: run_command(env_id, policy, episodes, concurrency, seed, _check_env(env_id, kwarg), json_out))
+    _run(lambda: run_command(env_id, policy, episodes, concurrency, seed, _check_env(env_id, kwarg), json_out,
+                             ray_address=ray, workers=workers))
 
 
 @app.command()

@@ -45,7 +45,8 @@ def _env_rows() -> list[dict[str, Any]]:
 
 
 def run_command(env_id: str, policy_name: str, episodes: int, concurrency: int, seed: int,
-                env_kwargs: dict[str, Any], json_out: bool) -> int:
+                env_kwargs: dict[str, Any], json_out: bool, *, ray_address: str | None = None,
+                workers: int = 2) -> int:
     import agentgym  # noqa: F401 - registers the envs
     from agentgym.multi_agent import get_team_policy, is_multi_agent_env, run_team_episodes
     from agentgym.policies import get_policy
@@ -57,6 +58,8 @@ def run_command(env_id: str, policy_name: str, episodes: int, concurrency: int, 
         get_team_policy(policy_name)
     else:
         get_policy(policy_name)
+    if ray_address is not None:
+        _check_fleet_run(env_id, workers)
     _probe_env(env_id, env_kwargs)
     console = cli_console(stderr=json_out)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -70,7 +73,13 @@ def run_command(env_id: str, policy_name: str, episodes: int, concurrency: int, 
             done["ok"] += int(rec.success)
             progress.update(bar, advance=1, success=done["ok"] / done["n"])
 
-        if is_multi_agent_env(env_id):
+        if ray_address is not None:
+            from agentgym.fleet import run_fleet_episodes
+
+            report = run_fleet_episodes(env_id, policy_name, episodes, address=ray_address, workers=workers,
+                                        concurrency=concurrency, seed=seed, env_kwargs=env_kwargs,
+                                        on_episode=on_episode)
+        elif is_multi_agent_env(env_id):
             report = run_team_episodes(env_id, policy_name, episodes, concurrency, seed=seed,
                                        env_kwargs=env_kwargs, on_episode=on_episode)
         else:
@@ -85,7 +94,8 @@ def run_command(env_id: str, policy_name: str, episodes: int, concurrency: int, 
         console.print(
             f"[bold]{summary['episodes']}[/] episodes, success [bold]{summary['success_rate']:.1%}[/], "
             f"infra-failed {summary['infra_failed']}, lost {summary['lost']}, "
-            f"[bold]{summary['episodes_per_s']:.1f}[/] episodes/s (concurrency {concurrency}), "
+            f"[bold]{summary['episodes_per_s']:.1f}[/] episodes/s (concurrency {concurrency}"
+            f"{f' over {workers} Ray workers' if ray_address is not None else ''}), "
             f"fingerprint {summary['fingerprint']}"
         )
         if "sandbox_backend" in summary:
@@ -95,6 +105,19 @@ def run_command(env_id: str, policy_name: str, episodes: int, concurrency: int, 
         for index, tb in report.lost[:3]:
             console.print(f"[red]lost episode {index}[/]:\n{tb}")
     return 0 if not report.lost else 1
+
+
+def _check_fleet_run(env_id: str, workers: int) -> None:
+    """``--ray`` runs single-agent envs on Ray, which must be installed: one line if not."""
+    from agentgym.errors import ConfigError
+    from agentgym.fleet import require_ray
+    from agentgym.multi_agent import is_multi_agent_env
+
+    if is_multi_agent_env(env_id):
+        raise ConfigError(f"Expected a single-agent env with --ray, actual value: {env_id!r} (multi-agent)")
+    if workers < 1:
+        raise ConfigError(f"Expected --workers >= 1, actual value: {workers}")
+    require_ray()
 
 
 def _probe_env(env_id: str, env_kwargs: dict[str, Any]) -> None:

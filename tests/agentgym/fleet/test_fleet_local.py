@@ -1,0 +1,116 @@
+"""A fleet on a local Ray instance: the same report as the in-process runner, worker
+deaths that lose and double nothing, and no process or container left behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+
+import pytest
+
+from agentgym.errors import ConfigError
+from agentgym.fleet import ENV_SLOTS, EnvFleet, FleetConfig
+from agentgym.runner import run_episodes
+from agentgym.policies import oracle_policy
+
+SEARCH = "agentgym/Search-v0"
+
+
+def test_fleet_reports_what_the_in_process_runner_reports(local_ray):
+    with EnvFleet(SEARCH, {}, FleetConfig(workers=2, slots=4)) as fleet:
+        remote = fleet.run_episodes(40, seed=7)
+        assert len({w.pid for w in fleet.workers}) == 2  # two actor processes really ran
+    local = run_episodes(SEARCH, oracle_policy, 40, concurrency=4, seed=7)
+    assert [r.index for r in remote.episodes] == list(range(40))
+    assert [r.task_id for r in remote.episodes] == [r.task_id for r in local.episodes]
+    assert (remote.success_rate, remote.infra_failed, remote.lost) == (1.0, 0, [])
+    assert remote.fingerprint == local.fingerprint
+    fleet_metrics, local_metrics = remote.telemetry.metrics(), local.telemetry.metrics()
+    assert sorted(fleet_metrics) == sorted(local_metrics)  # the same tool/<name>/<metric> names
+    calls = {k: v for k, v in fleet_metrics.items() if k.endswith(("/calls", "_rate", "/usage_frac"))}
+    assert calls == {k: local_metrics[k] for k in calls}
+    assert remote.telemetry.episodes == 40
+
+
+@pytest.mark.parametrize("reruns", [1, 0])
+def test_sigkilled_worker_loses_and_doubles_no_episode(local_ray, wait_gone, reruns):
+    episodes = 400
+    with EnvFleet(SEARCH, {}, FleetConfig(workers=2, slots=8, reruns=reruns)) as fleet:
+        victim = fleet.workers[0].pid
+        seen: list[int] = []
+
+        def kill_once(record):
+            seen.append(record.index)
+            if len(seen) == 40:  # mid-run: worker-0 holds episodes in flight
+                os.kill(victim, signal.SIGKILL)
+
+        report = fleet.run_episodes(episodes, on_episode=kill_once)
+        drained = fleet.last_drain
+        restarted = fleet.members[0].handle.ready.remote()
+        import ray
+
+        assert ray.get(restarted, timeout=60).pid != victim  # Ray restarted the worker
+    assert wait_gone({victim}, 5) == set()
+    assert drained.worker_deaths >= 1
+    assert sorted(seen) == list(range(episodes))  # every episode reported exactly once
+    assert [r.index for r in report.episodes] == list(range(episodes))
+    assert report.lost == []
+    failed = [r for r in report.episodes if r.infra_failed]
+    if reruns:
+        assert drained.reruns >= 1 and failed == []
+        assert report.success_rate == 1.0
+    else:
+        assert drained.reruns == 0 and len(failed) >= 1
+        assert all("died mid-episode" in r.info["fleet_error"] for r in failed)
+        assert all(r.success for r in report.episodes if not r.infra_failed)
+
+
+def test_shutdown_ends_every_worker_process(local_ray, wait_gone):
+    fleet = EnvFleet(SEARCH, {}, FleetConfig(workers=2, slots=1))
+    pids = {w.pid for w in fleet.workers}
+    fleet.shutdown()
+    fleet.shutdown()  # idempotent
+    assert wait_gone(pids, 30) == set()
+
+
+def test_a_cluster_without_env_slots_is_refused_with_the_fix(local_ray):
+    with pytest.raises(ConfigError, match=f"{ENV_SLOTS}.*ray start --resources"):
+        EnvFleet(SEARCH, {}, FleetConfig(workers=2, slots=4, placement="env_slots"))
+
+
+@pytest.mark.docker
+def test_sigkilled_sandbox_worker_leaves_no_container(local_ray, docker_engine):
+    from sandboxes.reaper import OWNER_LABEL
+    from sandboxes.engine import connect
+
+    env = "agentgym/DataAnalysis-v1"
+    with EnvFleet(env, {}, FleetConfig(workers=2, slots=2, reruns=1)) as fleet:
+        victim = fleet.workers[0].pid
+        seen: list[int] = []
+
+        def kill_once(record):
+            seen.append(record.index)
+            if len(seen) == 3:
+                os.kill(victim, signal.SIGKILL)
+
+        report = fleet.run_episodes(12, on_episode=kill_once)
+        assert fleet.last_drain.worker_deaths >= 1
+        assert fleet.last_drain.reruns >= 1  # an episode was cut off mid-way and played again
+    assert sorted(seen) == list(range(12)) and report.lost == []
+    assert report.infra_failed == 0 and report.success_rate == 1.0
+    assert report.sandbox is not None and report.sandbox["sandbox_backend"] == "docker"
+    prefix = f"{socket.gethostname()}:{victim}:"
+    client = connect(docker_engine)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            left = [c for c in client.api.containers(all=True, filters={"label": OWNER_LABEL})
+                    if (c.get("Labels") or {}).get(OWNER_LABEL, "").startswith(prefix)]
+            if not left or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+    finally:
+        client.close()
+    assert left == [], f"containers of the killed worker {victim} outlived it"
