@@ -27,7 +27,8 @@ from baselines.chat_tokens import ChatTokenizer
 from baselines.engines.base import Generation, RolloutEngine, SamplingConfig
 from baselines.trajectory import RolloutBatch, Trajectory
 
-__all__ = ["AgentLoop", "AgentLoopConfig"]
+__all__ = ["AgentLoop", "AgentLoopConfig", "EnvStep", "start_trajectory", "record_generation", "record_step", "end_episode",
+           "check_drift", "finish_batch"]
 
 logger = logging.getLogger(__name__)
 
@@ -75,11 +76,7 @@ class AgentLoop:
         turn = 0
         while live:
             gens = self._generate([trajs[i] for i in live], stats, None if sampling_seed is None else sampling_seed + turn)
-            actions = []
-            for i, g in zip(live, gens):
-                trajs[i].append(g.token_ids, generated=True, logprobs=g.logprobs)
-                actions.append(self.chat.decode_action(g.token_ids))
-                trajs[i].messages.append({"role": "assistant", "content": actions[-1]})
+            actions = [record_generation(self.chat, trajs[i], g) for i, g in zip(live, gens)]
             t_env = time.perf_counter()
             _, rewards, terms, truncs, step_infos = ToolVectorEnv([envs[i] for i in live], autoreset=False).step(actions)
             stats["rollout/env_s"] += time.perf_counter() - t_env
@@ -96,18 +93,7 @@ class AgentLoop:
         # The vector env isolates each env's infrastructure failure at reset (``reset_error``
         # in that env's info); bugs still raise.
         _, infos = ToolVectorEnv(envs, autoreset=False).reset(seed=seeds)
-        trajs = []
-        for i, info in enumerate(infos):
-            group = i // group_size
-            if "reset_error" in info:
-                trajs.append(Trajectory([], [], [], 0, group, "", infra_failed=True))
-                continue
-            ids = self.chat.prompt_ids(info["messages"], info["tools"])
-            t = Trajectory([], [], [], len(ids), group, str(info["task_id"]), messages=list(info["messages"]), tools=list(info["tools"]))
-            t.append(ids, generated=False)
-            info["tool_names"] = [spec["function"]["name"] for spec in info["tools"]]
-            trajs.append(t)
-        return trajs, infos
+        return [start_trajectory(self.chat, info, i // group_size) for i, info in enumerate(infos)], infos
 
     def _generate(self, trajs: list[Trajectory], stats: dict[str, float], seed: int | None) -> list[Generation]:
         t = time.perf_counter()
@@ -116,61 +102,113 @@ class AgentLoop:
         return gens
 
     def _advance(self, trajs, live, gens, rewards, terms, truncs, step_infos, telemetry, stats) -> list[int]:
-        still = []
-        limit = self.config.max_seq_len - self.config.sampling.max_new_tokens
-        for k, i in enumerate(live):
-            t, info = trajs[i], step_infos[k]
-            t.turns += 1
-            results = info.get("tool_results", [])
-            if not results:
-                stats["rollout/no_tool_call_turns"] += 1
-            for r in results:
-                telemetry.record_call(r["name"], r["status"], float(r.get("latency_ms", 0.0)), int(r.get("retries", 0)), bool(r.get("truncated", False)))
-            if terms[k] or truncs[k]:
-                self._end(t, info, float(rewards[k]), bool(terms[k]), bool(truncs[k]))
-                continue
-            obs = self.chat.observation_ids(info["messages"], turn_ended=gens[k].finish_reason == "stop")
-            if len(t.token_ids) + len(obs) > limit:
-                t.truncated = t.context_limited = True
-                continue
-            t.append(obs, generated=False)
-            t.messages.extend(info["messages"])
-            still.append(i)
-        return still
-
-    @staticmethod
-    def _end(t: Trajectory, info: dict[str, Any], reward: float, terminated: bool, truncated: bool) -> None:
-        t.reward, t.terminated, t.truncated = reward, terminated, truncated
-        t.infra_failed = bool(info.get("infra_failed", False))
-        t.success = bool(info.get("success", reward >= 1.0))
-        t.tool_calls = dict(info.get("tool_calls", {}))
-        t.info = {k: v for k, v in info.items() if k not in ("messages", "tool_results")}
+        steps = [EnvStep(float(r), bool(te), bool(tr), info) for r, te, tr, info in zip(rewards, terms, truncs, step_infos)]
+        return [i for k, i in enumerate(live) if record_step(self.chat, self.config, trajs[i], gens[k], steps[k], telemetry, stats)]
 
     def _check_drift(self, trajs: list[Trajectory], infos: list[dict[str, Any]], stats: dict[str, float]) -> None:
-        checked = bad = 0
-        for t, info in zip(trajs, infos):
-            if t.infra_failed or self._rng.random() >= self.config.drift_check_frac:
-                continue
-            report = self.chat.drift(t.token_ids, t.messages, info["tools"])
-            t.drift_ok = report.matches
-            checked += 1
-            bad += int(not report.matches)
-        stats["tokens/drift_checked"] = float(checked)
-        stats["tokens/drift_frac"] = bad / checked if checked else 0.0
+        check_drift(self.chat, trajs, [info.get("tools", []) for info in infos], self._rng, self.config.drift_check_frac, stats)
 
     @staticmethod
     def _finish(trajs: list[Trajectory], telemetry: Telemetry, stats: dict[str, float], wall_s: float) -> RolloutBatch:
-        kept = [t for t in trajs if not t.infra_failed]
-        dropped = len(trajs) - len(kept)
-        generated = sum(t.num_generated for t in kept)
-        stats.update(telemetry.metrics())
-        stats.update({
-            "rollout/episodes": float(len(kept)),
-            "rollout/dropped_infra_failed": float(dropped),
-            "rollout/generated_tokens": float(generated),
-            "rollout/wall_s": wall_s,
-            "rollout/tokens_per_s": generated / stats["rollout/gen_s"] if stats["rollout/gen_s"] > 0 else 0.0,
-        })
-        if dropped:
-            logger.warning("dropped %d infra-failed episode(s) from the batch", dropped)
-        return RolloutBatch(kept, dropped, stats)
+        return finish_batch(trajs, telemetry, stats, wall_s)
+
+
+# --------------------------------------------------------------------------------------
+# One episode's bookkeeping, shared by this loop and the asynchronous one
+# (:mod:`baselines.async_rollout`), so that both build exactly the same trajectories.
+
+
+@dataclass
+class EnvStep:
+    """What one ``env.step`` returned for one episode."""
+
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any]
+
+
+def start_trajectory(chat: ChatTokenizer, info: dict[str, Any], group: int) -> Trajectory:
+    """The trajectory of a freshly reset env: its prompt ids (mask 0), or an infra-failed
+    stub when the reset failed (``info["reset_error"]``). Adds ``info["tool_names"]``."""
+    if "reset_error" in info:
+        return Trajectory([], [], [], 0, group, "", infra_failed=True)
+    ids = chat.prompt_ids(info["messages"], info["tools"])
+    t = Trajectory([], [], [], len(ids), group, str(info["task_id"]), messages=list(info["messages"]), tools=list(info["tools"]))
+    t.append(ids, generated=False)
+    info["tool_names"] = [spec["function"]["name"] for spec in info["tools"]]
+    return t
+
+
+def record_generation(chat: ChatTokenizer, t: Trajectory, gen: Generation, version: int = 0) -> str:
+    """Append a generated turn (mask 1, its log-probs, the policy version) and return the env action."""
+    t.append(gen.token_ids, generated=True, logprobs=gen.logprobs, version=version)
+    action = chat.decode_action(gen.token_ids)
+    t.messages.append({"role": "assistant", "content": action})
+    return action
+
+
+def record_step(chat: ChatTokenizer, config: AgentLoopConfig, t: Trajectory, gen: Generation, step: EnvStep,
+                telemetry: Telemetry, stats: dict[str, float]) -> bool:
+    """Record the env's answer to turn ``gen``; True while the episode goes on.
+
+    The episode ends when the env says so, or (``context_limited``) when the observation
+    would leave no room for another turn within ``max_seq_len``."""
+    t.turns += 1
+    results = step.info.get("tool_results", [])
+    if not results:
+        stats["rollout/no_tool_call_turns"] = stats.get("rollout/no_tool_call_turns", 0.0) + 1
+    for r in results:
+        telemetry.record_call(r["name"], r["status"], float(r.get("latency_ms", 0.0)), int(r.get("retries", 0)), bool(r.get("truncated", False)))
+    if step.terminated or step.truncated:
+        end_episode(t, step.info, step.reward, step.terminated, step.truncated)
+        return False
+    obs = chat.observation_ids(step.info["messages"], turn_ended=gen.finish_reason == "stop")
+    if len(t.token_ids) + len(obs) > config.max_seq_len - config.sampling.max_new_tokens:
+        t.truncated = t.context_limited = True
+        return False
+    t.append(obs, generated=False)
+    t.messages.extend(step.info["messages"])
+    return True
+
+
+def end_episode(t: Trajectory, info: dict[str, Any], reward: float, terminated: bool, truncated: bool) -> None:
+    """Copy the final step's outcome into ``t`` (``infra_failed`` decides whether it is kept)."""
+    t.reward, t.terminated, t.truncated = reward, terminated, truncated
+    t.infra_failed = bool(info.get("infra_failed", False))
+    t.success = bool(info.get("success", reward >= 1.0))
+    t.tool_calls = dict(info.get("tool_calls", {}))
+    t.info = {k: v for k, v in info.items() if k not in ("messages", "tool_results")}
+
+
+def check_drift(chat: ChatTokenizer, trajs: Sequence[Trajectory], tools: Sequence[list[dict[str, Any]]], rng: np.random.Generator,
+                frac: float, stats: dict[str, float]) -> None:
+    """Compare a ``frac`` sample of kept episodes with a full re-tokenisation (one ``rng`` draw each, in order)."""
+    checked = bad = 0
+    for t, specs in zip(trajs, tools):
+        if t.infra_failed or rng.random() >= frac:
+            continue
+        report = chat.drift(t.token_ids, t.messages, specs)
+        t.drift_ok = report.matches
+        checked += 1
+        bad += int(not report.matches)
+    stats["tokens/drift_checked"] = float(checked)
+    stats["tokens/drift_frac"] = bad / checked if checked else 0.0
+
+
+def finish_batch(trajs: Sequence[Trajectory], telemetry: Telemetry, stats: dict[str, float], wall_s: float) -> RolloutBatch:
+    """Drop (and count) infra-failed episodes; add telemetry and throughput to ``stats``."""
+    kept = [t for t in trajs if not t.infra_failed]
+    dropped = len(trajs) - len(kept)
+    generated = sum(t.num_generated for t in kept)
+    stats.update(telemetry.metrics())
+    stats.update({
+        "rollout/episodes": float(len(kept)),
+        "rollout/dropped_infra_failed": float(dropped),
+        "rollout/generated_tokens": float(generated),
+        "rollout/wall_s": wall_s,
+        "rollout/tokens_per_s": generated / stats["rollout/gen_s"] if stats["rollout/gen_s"] > 0 else 0.0,
+    })
+    if dropped:
+        logger.warning("dropped %d infra-failed episode(s) from the batch", dropped)
+    return RolloutBatch(kept, dropped, stats)

@@ -175,6 +175,13 @@ class RolloutConfig(_RangeChecked):
     max_batch_size: int = at_least(1, 64)
     """hf engine: prompts per ``generate`` call."""
     drift_check_frac: float = between(0, 1, 0.25)
+    max_staleness: int = at_least(0, 1)
+    """Asynchronous rollout (:mod:`baselines.async_rollout`): a group admitted at step
+    ``e`` is trained on by step ``e + max_staleness``; episodes keep running while the
+    trainer updates. 0 is the synchronous loop's behaviour, token for token."""
+    step_timeout_s: float = above(0, 600.0)
+    """Backstop for one env step in the asynchronous rollout: past it the episode is
+    dropped as infra-failed. Keep it above the env's worst tool timeout x attempts."""
     vllm: VLLMConfig = field(default_factory=VLLMConfig)
 
     def __post_init__(self) -> None:

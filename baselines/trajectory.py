@@ -39,11 +39,15 @@ class Trajectory:
     tools: list[dict[str, Any]] = field(default_factory=list)
     drift_ok: bool | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    token_versions: list[int] = field(default_factory=list)
+    """Per token: the policy version (weight syncs so far) that sampled it; -1 where not
+    generated. The asynchronous rollout measures staleness from it."""
 
-    def append(self, ids: Sequence[int], generated: bool, logprobs: Sequence[float] | None = None) -> None:
+    def append(self, ids: Sequence[int], generated: bool, logprobs: Sequence[float] | None = None, version: int = 0) -> None:
         self.token_ids.extend(ids)
         self.loss_mask.extend([1 if generated else 0] * len(ids))
         self.engine_logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))
+        self.token_versions.extend([version if generated else -1] * len(ids))
 
     @property
     def num_generated(self) -> int:
@@ -72,6 +76,8 @@ class TokenBatch:
     """``log pi_b`` used by the loss (engine log-probs, or the trainer's at rollout weights)."""
     is_weights: torch.Tensor | None = None
     """Detached train/inference mismatch weights (TIS/MIS), or None."""
+    staleness: torch.Tensor | None = None
+    """Per token: policy versions between the one that sampled it and the trainer's (async rollout), or None."""
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -86,7 +92,7 @@ class TokenBatch:
 
         return TokenBatch(
             rows(self.input_ids), attn[:, :width], rows(self.loss_mask), rows(self.engine_logprobs),
-            self.advantages[index], rows(self.behav_logprobs), rows(self.is_weights),
+            self.advantages[index], rows(self.behav_logprobs), rows(self.is_weights), rows(self.staleness),
         )
 
     def to(self, device: torch.device | str) -> "TokenBatch":
