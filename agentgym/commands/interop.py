@@ -30,10 +30,7 @@ def serve_mcp_command(tools: list[str], transport: str, host: str, port: int, se
 
     if transport != "stdio":
         sys.stderr.write(f"serving MCP tools {','.join(tools)} on http://{host}:{port}/mcp\n")
-    try:
-        serve_mcp(tools, transport=transport, host=host, port=port, search_kwargs=search_kwargs)
-    finally:
-        _close_shared_resources()
+    serve_mcp(tools, transport=transport, host=host, port=port, search_kwargs=search_kwargs)  # closes its own pools
     return 0
 
 

@@ -6,7 +6,9 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,20 +23,26 @@ def free_port() -> int:
 
 
 @contextmanager
-def agentgym_server(args: list[str], health_url: str, timeout_s: float = 120.0) -> Iterator[subprocess.Popen]:
-    """``agentgym <args>`` in a subprocess, yielded once ``health_url`` answers; stopped
-    with SIGTERM (the way a user stops it) and waited for."""
+def agentgym_server(args: list[str], health_url: str, timeout_s: float = 120.0, accept_http_error: bool = False,
+                    env: dict[str, str] | None = None) -> Iterator[subprocess.Popen]:
+    """``agentgym <args>`` in a subprocess, yielded once ``health_url`` answers (with any
+    HTTP status if ``accept_http_error``); stopped with SIGTERM (the way a user stops it)
+    and waited for."""
+    log = tempfile.TemporaryFile()  # not a pipe: a chatty server must never block on a full one
     proc = subprocess.Popen([sys.executable, "-m", "agentgym.cli", *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                            stderr=log, env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"})
     try:
         deadline = time.monotonic() + timeout_s
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"agentgym {' '.join(args)} exited with {proc.returncode}: {proc.stderr.read().decode()[-2000:]}")
+                log.seek(0)
+                pytest.fail(f"agentgym {' '.join(args)} exited with {proc.returncode}: {log.read().decode()[-2000:]}")
             try:
                 with urllib.request.urlopen(health_url, timeout=2):
                     break
-            except OSError:
+            except OSError as e:
+                if accept_http_error and isinstance(e, urllib.error.HTTPError):
+                    break  # it answered
                 if time.monotonic() > deadline:
                     pytest.fail(f"agentgym {' '.join(args)} did not answer {health_url} within {timeout_s:g} s")
                 time.sleep(0.2)
@@ -46,3 +54,4 @@ def agentgym_server(args: list[str], health_url: str, timeout_s: float = 120.0) 
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        log.close()
