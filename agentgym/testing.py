@@ -152,11 +152,10 @@ class ProbeFamily(TaskFamily):
 
 
 class ProbeEnv(ToolEnv):
-    """``ToolEnv(ProbeFamily(...))``: the env the core tests and benchmarks drive."""
+    """``ToolEnv(ProbeFamily(...))``: the env the core tests and benchmarks drive; takes
+    ``ProbeFamily``'s knobs and ``ToolEnv``'s settings as keyword arguments."""
 
-    def __init__(self, latency_s: float = 0.0, infra_failures: int = 0, big_output_chars: int = 10_000,
-                 tool_max_retries: int = 2, **kwargs: Any) -> None:
-        super().__init__(ProbeFamily(latency_s, infra_failures, big_output_chars, tool_max_retries), **kwargs)
+    family_class = ProbeFamily
 
 
 # ---- the README's example family -------------------------------------------------

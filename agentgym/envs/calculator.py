@@ -147,10 +147,16 @@ class CalculatorEnv(ToolEnv):
     """``ToolEnv(CalculatorFamily(difficulty))``, registered as ``agentgym/Calculator-v0``.
 
     Args:
-        difficulty: 1 (one operation), 2 (two) or 3 (three, with parentheses).
-        **kwargs: see ``ToolEnv`` (parser, max_turns, split, ...).
+        max_turns: steps before truncation (the oracle needs two).
+        **kwargs: ``CalculatorFamily``'s (``difficulty``) and ``ToolEnv``'s (parser, split, ...).
     """
 
-    def __init__(self, difficulty: int = 1, max_turns: int = 4, **kwargs: Any) -> None:
-        super().__init__(CalculatorFamily(difficulty), max_turns=max_turns, **kwargs)
-        self.difficulty = difficulty
+    family_class = CalculatorFamily
+
+    def __init__(self, *, max_turns: int = 4, **kwargs: Any) -> None:
+        super().__init__(max_turns=max_turns, **kwargs)
+        self.family: CalculatorFamily
+
+    @property
+    def difficulty(self) -> int:
+        return self.family.difficulty

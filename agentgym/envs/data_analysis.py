@@ -131,7 +131,13 @@ class DataAnalysisFamily(TaskFamily):
     the episode's sandbox lease (:attr:`sandbox`), taken from the process's shared pool.
 
     Args:
-        tier, template, backend, python_timeout_s, generator: see ``DataAnalysisEnv``.
+        tier: 1-4 to draw only that tier's templates; None draws tiers uniformly.
+        template: a template id (e.g. ``"t4_ols"``) to draw only that template.
+        backend: ``"docker"``, ``"process"``, ``"unsafe-process"`` (agent code unconfined:
+            trusted code only) or ``"auto"``; None follows ``AGENTGYM_SANDBOX`` (the sandboxes
+            package decides).
+        python_timeout_s: deadline of one ``python`` cell inside the sandbox.
+        generator: the question generator's settings.
     """
 
     name = "DataAnalysis"
@@ -343,29 +349,14 @@ class DataAnalysisEnv(ToolEnv):
     ``ToolEnv(DataAnalysisFamily(...))``, registered as ``agentgym/DataAnalysis-v1``.
 
     Args:
-        tier: 1-4 to draw only that tier's templates; None draws tiers uniformly.
-        template: a template id (e.g. ``"t4_ols"``) to draw only that template.
-        backend: ``"docker"``, ``"process"``, ``"unsafe-process"`` (agent code unconfined:
-            trusted code only) or ``"auto"``; None follows ``AGENTGYM_SANDBOX`` (the sandboxes
-            package decides).
-        python_timeout_s: deadline of one ``python`` cell inside the sandbox.
         max_turns: steps before truncation (the oracle needs two).
-        generator: the question generator's settings.
-        **kwargs: see :class:`agentgym.ToolEnv` (parser, split, budgets).
+        **kwargs: ``DataAnalysisFamily``'s (``tier``, ``template``, ``backend``,
+            ``python_timeout_s``, ``generator``) and :class:`agentgym.ToolEnv`'s (parser,
+            split, budgets).
     """
 
-    def __init__(
-        self,
-        tier: int | None = None,
-        template: str | None = None,
-        *,
-        backend: Backend | None = None,
-        python_timeout_s: float = 30.0,
-        max_turns: int = 10,
-        generator: GeneratorConfig | None = None,
-        **kwargs: Any,
-    ) -> None:
-        family = DataAnalysisFamily(tier, template, backend=backend, python_timeout_s=python_timeout_s,
-                                    generator=generator)
-        super().__init__(family, max_turns=max_turns, **kwargs)
-        self.family: DataAnalysisFamily = family
+    family_class = DataAnalysisFamily
+
+    def __init__(self, *, max_turns: int = 10, **kwargs: Any) -> None:
+        super().__init__(max_turns=max_turns, **kwargs)
+        self.family: DataAnalysisFamily

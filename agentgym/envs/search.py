@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from agentgym.env import ToolEnv
-from agentgym.family import ANSWER_TOOL, EpisodeView, TaskFamily
+from agentgym.env import Split, ToolEnv
+from agentgym.family import ANSWER_TOOL, EpisodeView, TaskFamily, family_from_kwargs
 from agentgym.resources import shared_resources
 from agentgym.errors import AgentError, ConfigError
 from agentgym.retrieval import INDEX_FORMAT, LocalRetriever, RetrievedDocument, Retriever
@@ -111,9 +111,19 @@ class SearchFamily(TaskFamily):
         style: ``"tool_calls"`` (``search``, ``open``, ``answer`` as JSON tool calls) or
             ``"tags"`` (Search-R1's ``<search>`` and ``<answer>``; the ``tags`` parser).
         split: the split the env draws from by default (checked to have questions).
-        retriever_url, corpus_path, qa_path, data_seed, topk, max_topk, snippet_chars,
-            page_chars, max_answer_chars, retriever_timeout_s, retriever_retries,
-            retriever_max_concurrency, progress: see ``SearchEnv``.
+        retriever_url: use a retriever service (``agentgym serve-retriever``) instead of
+            the in-process index; a service that is down is an infrastructure failure.
+        corpus_path: your corpus jsonl (``id``, ``contents``); needs ``qa_path``.
+        qa_path: your QA jsonl (``question``, ``golden_answers``); over the bundled corpus
+            when no ``corpus_path`` is given. Rows with a ``split`` field serve that split.
+        data_seed: seed of the bundled question generator.
+        topk: results per search by default (the agent may ask for 1..``max_topk``).
+        snippet_chars: characters of each result's text shown by ``search``.
+        page_chars: characters per page of ``open`` (and per passage in the tag style).
+        max_answer_chars: longer answers score 0.
+        retriever_timeout_s, retriever_retries, retriever_max_concurrency: client limits
+            of the retriever service.
+        progress: called with (stage, fraction) while data or index are built the first time.
     """
 
     name = "Search"
@@ -381,52 +391,25 @@ class SearchEnv(ToolEnv):
 
     Args:
         split: ``"train"``, ``"validation"`` or ``"test"`` (disjoint by question and answer).
-        retriever_url: use a retriever service (``agentgym serve-retriever``) instead of
-            the in-process index; a service that is down is an infrastructure failure.
-        corpus_path: your corpus jsonl (``id``, ``contents``); needs ``qa_path``.
-        qa_path: your QA jsonl (``question``, ``golden_answers``); over the bundled corpus
-            when no ``corpus_path`` is given. Rows with a ``split`` field serve that split.
-        data_seed: seed of the bundled question generator.
-        topk: results per search by default (the agent may ask for 1..``max_topk``).
-        snippet_chars: characters of each result's text shown by ``search``.
-        page_chars: characters per page of ``open`` (and per passage in the tag style).
-        max_answer_chars: longer answers score 0.
-        retriever_timeout_s, retriever_retries, retriever_max_concurrency: client limits
-            of the retriever service.
-        progress: called with (stage, fraction) while data or index are built the first time.
-        **kwargs: see ``ToolEnv`` (parser, max_turns, ...); ``parser="tags"`` is SearchR1-v0.
+        max_turns: steps before truncation.
+        **kwargs: ``SearchFamily``'s (retriever_url, corpus_path, qa_path, data_seed, topk,
+            ...) and ``ToolEnv``'s (parser, budgets, ...). The family's style follows the
+            parser: ``parser="tags"`` is SearchR1-v0.
     """
 
-    def __init__(
-        self,
-        *,
-        split: str = "train",
-        retriever_url: str | None = None,
-        corpus_path: str | os.PathLike[str] | None = None,
-        qa_path: str | os.PathLike[str] | None = None,
-        data_seed: int = 0,
-        topk: int = 3,
-        max_topk: int = 10,
-        snippet_chars: int = 240,
-        page_chars: int = 2000,
-        max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
-        retriever_timeout_s: float = 5.0,
-        retriever_retries: int = 2,
-        retriever_max_concurrency: int = 64,
-        max_turns: int = 10,
-        progress: ProgressCallback | None = None,
-        **kwargs: Any,
-    ) -> None:
-        style = "tags" if getattr(kwargs.get("parser"), "name", kwargs.get("parser")) == "tags" else "tool_calls"
-        family = SearchFamily(
-            style=style, split=split, retriever_url=retriever_url, corpus_path=corpus_path, qa_path=qa_path,
-            data_seed=data_seed, topk=topk, max_topk=max_topk, snippet_chars=snippet_chars, page_chars=page_chars,
-            max_answer_chars=max_answer_chars, retriever_timeout_s=retriever_timeout_s,
-            retriever_retries=retriever_retries, retriever_max_concurrency=retriever_max_concurrency,
-            progress=progress,
-        )
-        super().__init__(family, split=split, max_turns=max_turns, **kwargs)
-        self.family: SearchFamily = family
+    family_class = SearchFamily
+
+    def __init__(self, *, split: Split = "train", max_turns: int = 10, **kwargs: Any) -> None:
+        super().__init__(split=split, max_turns=max_turns, **kwargs)
+        self.family: SearchFamily
+
+    def make_family(self, family_kwargs: dict[str, Any], *, parser: Any, split: str) -> SearchFamily:
+        style = "tags" if getattr(parser, "name", parser) == "tags" else "tool_calls"
+        if family_kwargs.get("style", style) != style:
+            raise ConfigError(f"Expected style {style!r} with parser {getattr(parser, 'name', parser)!r} (the style "
+                              f"follows the parser), actual value: {family_kwargs['style']!r}")
+        kwargs = {**family_kwargs, "style": style, "split": split}
+        return family_from_kwargs(SearchFamily, kwargs, owner=type(self).__name__)  # type: ignore[return-value]
 
     @property
     def dataset(self) -> SearchDataset:

@@ -63,18 +63,23 @@ def _env_class(env_id: str) -> Any:
         return load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
     from agentgym.multi_agent import spec
 
-    module, _, attr = spec(env_id).entry_point.partition(":")
-    return getattr(__import__(module, fromlist=[attr]), attr)
+    return spec(env_id).load()
 
 
 def _init_parameters(cls: Any) -> tuple[dict[str, Any], bool]:
     """Keyword parameters of ``cls``'s constructor with their types, and whether that
-    list is complete. A ``ToolEnv`` passes ``**kwargs`` on to its base (the documented
-    contract), so its bases are followed; elsewhere ``**kwargs`` leaves the list open."""
+    list is complete. An env built on ``ToolEnv`` or ``TeamEnv`` passes ``**kwargs`` on
+    to that base (the documented contract), and the base passes what is not its own to
+    the env's ``family_class``: both are followed, so an env never repeats its family's
+    signature. Elsewhere ``**kwargs`` leaves the list open."""
     from agentgym.env import ToolEnv
+    from agentgym.multi_agent.base import TeamEnv
 
+    drivers = (ToolEnv, TeamEnv)
     params: dict[str, Any] = {}
     for klass in getattr(cls, "__mro__", (cls,)):
+        if klass is object:  # a family without a constructor of its own takes nothing
+            return params, True
         init = klass.__dict__.get("__init__") if isinstance(klass, type) else klass
         if init is None:
             continue
@@ -88,7 +93,15 @@ def _init_parameters(cls: Any) -> tuple[dict[str, Any], bool]:
                 params.setdefault(p.name, hints.get(p.name, Any))
         if not any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values()):
             return params, True
-        if not (isinstance(cls, type) and issubclass(cls, ToolEnv)):
+        if klass in drivers:
+            family_class = getattr(cls, "family_class", None)
+            if family_class is None:  # the base refuses keywords it has no family for
+                return params, True
+            family_params, complete = _init_parameters(family_class)
+            for name, tp in family_params.items():
+                params.setdefault(name, tp)
+            return params, complete
+        if not (isinstance(cls, type) and issubclass(cls, drivers)):
             return params, False
     return params, False
 

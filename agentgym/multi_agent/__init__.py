@@ -1,9 +1,12 @@
 """Multi-agent environments: PettingZoo ``ParallelEnv`` teams of tool-using text agents.
 
-Built from the same parts as the single-agent envs (parser, ``ToolExecutor``, telemetry,
-fingerprint, the shared runtime loop), so a team episode has the same guarantees: every
-tool call has a status, infrastructure failures flag the episode instead of faking a
-zero reward, and the fingerprint covers every role's tools and prompts.
+A ``TeamEnv`` is team rules over a :class:`~agentgym.TaskFamily`, with every seat's turns
+taken by the same turn engine as ``ToolEnv`` (``agentgym.turns``), so a team episode has
+the same guarantees: every tool call has a status, infrastructure failures flag the
+episode instead of faking a zero reward, and the fingerprint covers every role's tools
+and prompts. ``ReviewTeamEnv`` puts any family in a solver-and-reviewer team; the
+registered team envs live beside their families (``agentgym.envs.search_team``,
+``agentgym.envs.analysis_review``).
 
 >>> from agentgym import multi_agent
 >>> env = multi_agent.make("SearchTeam-v0", num_searchers=2)
@@ -22,10 +25,12 @@ from agentgym.multi_agent.registry import (
     register,
     spec,
 )
+from agentgym.multi_agent.review import Proposal, ReviewTeamEnv
 from agentgym.multi_agent.runner import arun_team_episodes, run_team_episode, run_team_episodes
 
 __all__ = [
-    "MULTI_AGENT_ENVS", "EndReason", "MultiAgentEnvSpec", "TeamEnv", "TeamPolicy", "UnknownAgentError",
+    "MULTI_AGENT_ENVS", "EndReason", "MultiAgentEnvSpec", "Proposal", "ReviewTeamEnv", "TeamEnv", "TeamPolicy",
+    "UnknownAgentError",
     "UnknownTeamEnvError", "arun_team_episodes", "get_team_policy", "is_multi_agent_env", "make",
     "oracle_team_policy", "random_team_policy", "register", "run_team_episode", "run_team_episodes", "spec",
 ]

@@ -26,7 +26,9 @@ Subclass hooks: ``_agent_roles()``, ``_new_task(rng, options)``, ``_tools(agent,
 ``_score(task, final)``, ``_wants_turn(agent)``, ``_max_turns(agent)``; optional
 ``_essential(agent)``, ``_on_retire(agent)``, ``_begin_step()``, ``_end_step()``,
 ``_gave_up()``, ``_agent_diagnostics(agent)``, ``_fingerprint_fields()``, ``async _start_episode(task)``,
-``async _end_episode()``; and ``oracle_actions()`` for the oracle team policy.
+``async _end_episode()``; and ``oracle_actions()`` for the oracle team policy. The episode
+resources of the families built with ``new_family()`` are opened before
+``_start_episode`` and closed after ``_end_episode`` by the base class.
 """
 
 from __future__ import annotations
@@ -102,6 +104,12 @@ class TeamEnv(TurnSettings, ParallelEnv[str, str, str]):
             raise ConfigError(f"Unknown kwarg(s) {sorted(family_kwargs)} for {type(self).__name__}, which has no "
                               "family_class")
         self.family_kwargs = family_kwargs
+        if self.family_class is not None:  # the family's splits and reset options are the team's
+            self.splits, self.reset_options = self.family_class.splits, self.family_class.reset_options
+        self.families: dict[str, TaskFamily] = {}
+        """The families built by :meth:`new_family`, by the name it was given (a seat's, or
+        what the seats sharing it have in common): the env opens and closes their episode
+        resources around each episode and closes them with the env."""
         self._init_turn_settings(parser=parser, tool_output_budget_chars=tool_output_budget_chars,
                                  max_action_chars=max_action_chars, max_observation_chars=max_observation_chars,
                                  split=split, render_mode=render_mode)
@@ -125,12 +133,15 @@ class TeamEnv(TurnSettings, ParallelEnv[str, str, str]):
         self._episode_start = time.perf_counter()
         self.acting: frozenset[str] = frozenset()  # the agents whose turns run in the current step
 
-    def new_family(self, **overrides: Any) -> TaskFamily:
-        """A new ``family_class`` instance with the env's family settings (and ``overrides``):
-        one per seat that holds episode resources of its own."""
+    def new_family(self, name: str, **overrides: Any) -> TaskFamily:
+        """A new ``family_class`` instance with the env's family settings (and ``overrides``),
+        kept as ``families[name]``: one per seat that holds episode resources of its own (a
+        sandbox), or one that several seats share."""
         if self.family_class is None:
             raise ConfigError(f"{type(self).__name__} has no family_class")
-        return family_from_kwargs(self.family_class, {**self.family_kwargs, **overrides}, owner=type(self).__name__)
+        family = family_from_kwargs(self.family_class, {**self.family_kwargs, **overrides}, owner=type(self).__name__)
+        self.families[name] = family
+        return family
 
     # ------------------------------------------------------------------ hooks
     def _agent_roles(self) -> dict[str, str]:
@@ -244,8 +255,12 @@ class TeamEnv(TurnSettings, ParallelEnv[str, str, str]):
         return run_sync(self.astep(actions))
 
     def close(self) -> None:
-        if self._live_resources:
-            run_sync(self._release())
+        run_sync(self._close_all())
+
+    async def _close_all(self) -> None:
+        await self._release()
+        for family in self.families.values():
+            await family.aclose()  # what a family holds for its life (a retriever client)
 
     def render(self) -> str | None:
         if self.render_mode != "ansi":
@@ -270,7 +285,12 @@ class TeamEnv(TurnSettings, ParallelEnv[str, str, str]):
         self._task = self._new_task(self.np_random, options)
         self._team_turn, self._final, self._started = 0, None, True
         self._episode_start = time.perf_counter()
-        await self._start_episode(self._task)  # before the tools, as in ToolEnv: it may complete the task
+        await self._open_families(self._task)  # before the tools, as in ToolEnv: it may complete the task
+        try:
+            await self._start_episode(self._task)
+        except BaseException:
+            await self._close_families()
+            raise
         self._live_resources = True
         self.seats = {}
         for agent, role in self.roles.items():
@@ -422,4 +442,23 @@ class TeamEnv(TurnSettings, ParallelEnv[str, str, str]):
     async def _release(self) -> None:
         if self._live_resources:
             self._live_resources = False
-            await self._end_episode()
+            try:
+                await self._end_episode()
+            finally:
+                await self._close_families()
+
+    async def _open_families(self, task: Any) -> None:
+        """Every family's episode resources, or none: a failure closes those already open."""
+        opened: list[TaskFamily] = []
+        for family in self.families.values():
+            try:
+                await family.open_episode(task)
+            except BaseException:
+                for earlier in opened:
+                    await earlier.close_episode()
+                raise
+            opened.append(family)
+
+    async def _close_families(self) -> None:
+        for family in self.families.values():
+            await family.close_episode()  # safe to call twice

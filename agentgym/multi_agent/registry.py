@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,24 +23,35 @@ _NAMESPACE = "agentgym/"
 
 @dataclass(frozen=True)
 class MultiAgentEnvSpec:
-    """What ``agentgym envs`` shows and ``make`` builds."""
+    """What ``agentgym envs`` shows and ``make`` builds.
+
+    ``entry_point`` is ``"module:attr"`` (loaded only when the env is made) or the env
+    class (or any callable that builds one) itself, as in ``gymnasium.register``.
+    """
 
     env_id: str
-    entry_point: str
-    tools: tuple[str, ...]
-    summary: str
+    entry_point: str | Callable[..., TeamEnv]
+    tools: tuple[str, ...] = ()
+    summary: str = ""
     roles: tuple[str, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def load(self) -> Callable[..., TeamEnv]:
+        """The class (or callable) ``make`` calls."""
+        if not isinstance(self.entry_point, str):
+            return self.entry_point
+        module, _, attr = self.entry_point.partition(":")
+        return getattr(importlib.import_module(module), attr)
 
 
 MULTI_AGENT_ENVS: list[MultiAgentEnvSpec] = [
     MultiAgentEnvSpec(
-        "agentgym/SearchTeam-v0", "agentgym.multi_agent.search_team:SearchTeamEnv",
+        "agentgym/SearchTeam-v0", "agentgym.envs.search_team:SearchTeamEnv",
         ("delegate", "answer", "search", "open", "report"),
         "Search-v0 questions by a planner and k searchers (num_searchers=2)", ("planner", "searcher"),
     ),
     MultiAgentEnvSpec(
-        "agentgym/AnalysisReview-v1", "agentgym.multi_agent.analysis_review:AnalysisReviewEnv",
+        "agentgym/AnalysisReview-v1", "agentgym.envs.analysis_review:AnalysisReviewEnv",
         ("python", "propose", "accept", "reject"),
         "DataAnalysis-v1 questions by an analyst and a reviewer, each with a sandbox", ("analyst", "reviewer"),
     ),
@@ -80,6 +92,4 @@ def register(new: MultiAgentEnvSpec) -> None:
 def make(name: str, **kwargs: Any) -> TeamEnv:
     """Build a registered multi-agent env: ``make("SearchTeam-v0", num_searchers=3)``."""
     s = spec(name)
-    module, _, attr = s.entry_point.partition(":")
-    cls = getattr(importlib.import_module(module), attr)
-    return cls(**{**s.kwargs, **kwargs})
+    return s.load()(**{**s.kwargs, **kwargs})
