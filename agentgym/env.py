@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal, SupportsFloat
 

@@ -28,7 +28,7 @@ from gymnasium.envs.registration import load_env_creator
 
 from agentgym.errors import ConfigError
 
-__all__ = ["check_env_id", "check_env_kwargs"]
+__all__ = ["check_env_id", "check_env_kwargs", "env_kwargs_of"]
 
 
 def _multi_agent_ids() -> list[str]:
@@ -134,6 +134,17 @@ def _describe(tp: Any) -> str:
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         return " or ".join(_describe(a) for a in typing.get_args(tp))
     return "None" if tp is type(None) else getattr(tp, "__name__", str(tp))
+
+
+def env_kwargs_of(env_id: str) -> dict[str, Any]:
+    """The keyword arguments ``env_id``'s env takes (its own, its base's and its family's),
+    with their types; ``agentgym stress`` asks it whether an env takes ``retriever_url``.
+
+    >>> "difficulty" in env_kwargs_of("agentgym/Calculator-v0")
+    True
+    """
+    check_env_id(env_id)
+    return _init_parameters(_env_class(env_id))[0]
 
 
 def check_env_kwargs(env_id: str, kwargs: dict[str, Any]) -> None:

@@ -3,10 +3,12 @@
 A :class:`FaultPlan` says how often each fault happens (``kill=0.05,stall=0.02``); a
 :class:`FaultInjector` makes it happen to live envs without touching their code:
 
-* it wraps every tool the env builds through ``ToolEnv.tool_middleware`` (the env's class
-  is untouched, the ``answer`` tool and the fingerprint are unchanged) and, at each tool
-  call, draws the per-call faults;
-* it kills the episode's sandbox (the env's TaskFamily holds it) with ``Sandbox.kill()``
+* it wraps every tool the env builds through its public ``tool_middleware`` (a ``ToolEnv``'s
+  or a ``TeamEnv``'s, found through any wrappers ``gym.make`` put around it; the env's
+  class is untouched, the ``answer`` tool and the fingerprint are unchanged) and, at each
+  tool call, draws the per-call faults;
+* it kills an episode's sandbox (the env's TaskFamily holds it, or one of a team's
+  families) with ``Sandbox.kill()``
   (the container removed, or the process group SIGKILLed; on a pool lease, whatever is
   under it now), and makes creation fail by putting a :class:`sandboxes.FaultyBackend` in
   front of the backend of the shared pools (:mod:`agentgym.resources`), taken away again
@@ -37,7 +39,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agentgym.env import ToolEnv
 from agentgym.errors import ConfigError, InfraError
 from agentgym.readiness.services import RetrieverProcess
 from agentgym.resources import shared_resources
@@ -46,7 +47,7 @@ from agentgym.tools import Tool
 from sandboxes import FaultyBackend, Sandbox, SandboxPool
 from sandboxes.errors import SandboxClosedError
 
-__all__ = ["FaultKind", "FAULT_KINDS", "FaultPlan", "FaultInjector", "find_sandbox", "find_pools",
+__all__ = ["FaultKind", "FAULT_KINDS", "FaultPlan", "FaultInjector", "find_sandbox", "find_sandboxes", "find_pools",
            "kill_sandbox", "InjectedFault"]
 
 log = logging.getLogger(__name__)
@@ -117,20 +118,30 @@ class FaultPlan:
         return any(r > 0 for r in self.rates.values())
 
 
+def find_sandboxes(env: Any) -> list[Sandbox]:
+    """The sandboxes ``env``'s episode holds now (pool leases; none between episodes):
+    asked of the env's :class:`~agentgym.family.TaskFamily` (a ``ToolEnv``'s ``family``)
+    or families (a ``TeamEnv``'s ``families``), each through its public ``sandbox``."""
+    families: list[Any] = []
+    for name in ("family", "families"):
+        try:
+            held = env_attr(env, name)
+        except AttributeError:
+            continue
+        families.extend(held.values() if isinstance(held, dict) else [held])
+    sandboxes = [getattr(f, "sandbox", None) for f in families]
+    return list({id(s): s for s in sandboxes if isinstance(s, Sandbox)}.values())
+
+
 def find_sandbox(env: Any) -> Sandbox | None:
-    """The sandbox ``env``'s episode holds now (a pool lease), or None between episodes:
-    asked of the env's :class:`~agentgym.family.TaskFamily` (its public ``sandbox``)."""
-    try:
-        family = env_attr(env, "family")
-    except AttributeError:
-        return None
-    held = getattr(family, "sandbox", None)
-    return held if isinstance(held, Sandbox) else None
+    """The (first) sandbox ``env``'s episode holds now, or None between episodes."""
+    held = find_sandboxes(env)
+    return held[0] if held else None
 
 
-def find_pools(env: Any) -> list[SandboxPool]:
-    """The sandbox pools ``env``'s episodes may lease from: the pools of the process's
-    owner of shared resources (:func:`agentgym.resources.shared_resources`)."""
+def find_pools(env: Any = None) -> list[SandboxPool]:
+    """The sandbox pools any env's episodes may lease from (``env`` is not needed): the
+    pools of the process's owner of shared resources (:func:`agentgym.resources.shared_resources`)."""
     return [p for p in shared_resources().pools() if isinstance(p, SandboxPool)]
 
 
@@ -166,7 +177,7 @@ class FaultInjector:
         self.per_env: Counter[int] = Counter()
         self._injected: Counter[str] = Counter()
         self._faulty: list[tuple[SandboxPool, FaultyBackend]] = []
-        self._installed: weakref.WeakSet[ToolEnv] = weakref.WeakSet()
+        self._installed: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
         self._tasks: set[asyncio.Task[Any]] = set()
 
     @property
@@ -178,16 +189,17 @@ class FaultInjector:
 
     # ------------------------------------------------------------ installing
     def install(self, env: Any) -> None:
-        """Wrap the tools ``env`` builds from now on (idempotent)."""
-        base: ToolEnv = env.unwrapped
-        if base in self._installed:
+        """Wrap the tools ``env`` (a ``ToolEnv`` or ``TeamEnv``, wrapped or not) builds from
+        now on (idempotent, also for the env under a wrapper it was installed on)."""
+        key = _env_key(env)
+        if key in self._installed:
             return
-        base.tool_middleware.append(lambda t: dataclasses.replace(t, fn=self._wrap(base, t)))
-        self._installed.add(base)
+        env_attr(env, "tool_middleware").append(lambda t: dataclasses.replace(t, fn=self._wrap(env, key, t)))
+        self._installed[key] = env_attr(env, "telemetry")  # lives as long as the env
 
     def faults_for(self, env: Any) -> int:
         """How many faults were injected into ``env``'s calls so far."""
-        return self.per_env[id(env.unwrapped)]
+        return self.per_env[_env_key(env)]
 
     async def aclose(self) -> None:
         """Give pools their own backends back and wait for pending kills."""
@@ -204,45 +216,46 @@ class FaultInjector:
         rate = self.plan.rate(kind)
         return rate > 0 and self.rng.random() < rate
 
-    def _wrap(self, base: ToolEnv, tool: Tool) -> Any:
+    def _wrap(self, env: Any, key: int, tool: Tool) -> Any:
         fn = tool.fn
 
         async def faulty(**arguments: Any) -> str:
-            self._ensure_create_fault(base)
+            self._ensure_create_fault()
             if self._draw("delay"):
-                self._count("delay", base)
+                self._count("delay", key)
                 await asyncio.sleep(self.plan.delay_s)
             if self._draw("infra"):
-                self._count("infra", base)
+                self._count("infra", key)
                 raise InjectedFault(f"injected infrastructure fault in {tool.name}")
             if self._draw("kill"):
-                self._schedule_kill(base)
+                self._schedule_kill(env, key)
             if self.service is not None:
                 if self._draw("stall"):
-                    self._count("stall", base)
+                    self._count("stall", key)
                     self.service.stall(self.rng.uniform(*self.plan.stall_s))
                 if self._draw("stop"):
-                    self._count("stop", base)
+                    self._count("stop", key)
                     self._spawn(asyncio.to_thread(self.service.restart, self.plan.restart_down_s))
             return await fn(**arguments)
 
         return faulty
 
-    def _count(self, kind: str, base: ToolEnv) -> None:
+    def _count(self, kind: str, key: int) -> None:
         self._injected[kind] += 1
-        self.per_env[id(base)] += 1
+        self.per_env[key] += 1
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _schedule_kill(self, base: ToolEnv) -> None:
-        sandbox = find_sandbox(base)
-        if sandbox is None:
+    def _schedule_kill(self, env: Any, key: int) -> None:
+        held = find_sandboxes(env)
+        if not held:
             self.missed["kill"] += 1
             return
-        self._count("kill", base)
+        sandbox = held[self.rng.randrange(len(held))]  # in a team: any seat's
+        self._count("kill", key)
 
         async def later() -> None:
             await asyncio.sleep(self.rng.uniform(0.0, self.plan.kill_window_s))
@@ -251,14 +264,19 @@ class FaultInjector:
 
         self._spawn(later())
 
-    def _ensure_create_fault(self, base: ToolEnv) -> None:
-        """Put a :class:`~sandboxes.FaultyBackend` in front of the backend of each pool the
-        env leases from, once per pool; its seed is drawn here, so runs replay."""
+    def _ensure_create_fault(self) -> None:
+        """Put a :class:`~sandboxes.FaultyBackend` in front of the backend of each shared
+        pool, once per pool; its seed is drawn here, so runs replay."""
         if self.plan.rate("create") <= 0:
             return
-        for pool in find_pools(base):
+        for pool in find_pools():
             if any(p is pool for p, _ in self._faulty):
                 continue
             faulty = FaultyBackend(pool.backend, rate=self.plan.rate("create"), seed=self.rng.getrandbits(32))
             pool.backend = faulty
             self._faulty.append((pool, faulty))
+
+
+def _env_key(env: Any) -> int:
+    """One key per env under any wrappers: the identity of its ``tool_middleware`` list."""
+    return id(env_attr(env, "tool_middleware"))

@@ -21,8 +21,6 @@ the faults of a :class:`~agentgym.readiness.faults.FaultPlan`. The guarantees ch
 from __future__ import annotations
 
 import asyncio
-import importlib
-import inspect
 import re
 import time
 import warnings
@@ -244,13 +242,9 @@ class StressReport:
 
 # ---------------------------------------------------------------------------- running
 def _accepts(env_id: str, name: str) -> bool:
-    entry = gym.spec(env_id).entry_point
-    if not isinstance(entry, str):
-        return False
-    module, _, attr = entry.partition(":")
-    cls = getattr(importlib.import_module(module), attr)
-    params = inspect.signature(cls.__init__).parameters
-    return name in params
+    from agentgym.envs.validation import env_kwargs_of
+
+    return name in env_kwargs_of(env_id)  # the env's own kwargs and its family's
 
 
 def _sandbox_is_confined(env_kwargs: dict[str, Any]) -> bool:

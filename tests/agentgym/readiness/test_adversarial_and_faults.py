@@ -189,3 +189,29 @@ def test_kill_sandbox_kills_what_is_under_a_lease_and_misses_a_released_one():
     hit, victim_alive, value, hit_after_release = asyncio.run(scenario())
     assert hit and not victim_alive and value == "1"
     assert not hit_after_release
+
+
+def test_faults_reach_a_team_env_through_its_public_tool_middleware():
+    from agentgym.multi_agent.testing import ProbeTeamEnv
+
+    env = ProbeTeamEnv(num_helpers=2, tool_max_retries=1)
+    fingerprint = str(env.fingerprint)
+    injector = FaultInjector(FaultPlan({"infra": 1.0}))
+    injector.install(env)
+    injector.install(env)  # idempotent: one wrap per tool
+    env.reset(seed=0)
+    *_, truncs, infos = env.step({"helper_0": '<tool_call>{"name": "reveal", "arguments": {}}</tool_call>'})
+    assert infos["helper_0"]["tool_results"][0]["status"] == "infra_error"
+    assert all(truncs.values()) and infos["lead"]["end_reason"] == "infra_failed"
+    attempts = 1 + infos["helper_0"]["tool_results"][0]["retries"]
+    assert attempts > 1 and injector.faults_for(env) == attempts and str(env.fingerprint) == fingerprint
+
+
+def test_an_injector_installed_on_a_wrapper_and_its_env_wraps_once():
+    env = gym.make("agentgym/Calculator-v0")
+    injector = FaultInjector(FaultPlan({"infra": 1.0}))
+    injector.install(env)
+    injector.install(env.unwrapped)
+    env.reset(seed=0)
+    *_, info = env.step(env.unwrapped.oracle_action())
+    assert info["tool_results"][0]["retries"] == 3 and injector.faults_for(env.unwrapped) == 4
