@@ -123,6 +123,8 @@ class SearchFamily(TaskFamily):
         max_answer_chars: longer answers score 0.
         retriever_timeout_s, retriever_retries, retriever_max_concurrency: client limits
             of the retriever service.
+        hops: only questions that need this many documents (1 to 4 in the bundled data): the
+            difficulty knob; ``None`` draws from every hop count.
         progress: called with (stage, fraction) while data or index are built the first time.
     """
 
@@ -145,8 +147,13 @@ class SearchFamily(TaskFamily):
         retriever_timeout_s: float = 5.0,
         retriever_retries: int = 2,
         retriever_max_concurrency: int = 64,
+        hops: int | None = None,
         progress: ProgressCallback | None = None,
     ) -> None:
+        if hops is not None and (isinstance(hops, bool) or not isinstance(hops, int) or hops < 1):
+            raise ConfigError(f"Expected hops to be a positive int (documents a question needs) or None (any), "
+                              f"actual value: {hops!r}")
+        self.hops = hops
         if style not in ("tool_calls", "tags"):
             raise ConfigError(f"Expected style 'tool_calls' or 'tags', actual value: {style!r}")
         if not 1 <= topk <= max_topk <= 100:
@@ -180,6 +187,7 @@ class SearchFamily(TaskFamily):
                     max_concurrency=retriever_max_concurrency)
         self._retriever_corpus = (None if retriever_url is None else
                                   _check_remote_corpus(retriever_url, self.dataset.corpus.version, retriever_timeout_s))
+        self._by_hops: dict[str, tuple[Question, ...]] = {}
         self._questions_of(split)  # an empty split is a config error now, not at the first reset
         self._seen: set[str] = set()
         self._opened: set[str] = set()
@@ -187,6 +195,12 @@ class SearchFamily(TaskFamily):
 
     def _questions_of(self, split: str) -> list[Question]:
         questions = self.dataset.questions(split)
+        if self.hops is not None:
+            questions = self._by_hops.setdefault(split, tuple(q for q in questions if q.num_hops == self.hops))
+            if not questions:
+                have = sorted({q.num_hops for q in self.dataset.questions(split)})
+                raise ConfigError(f"Expected questions with hops={self.hops} in split {split!r}, actual hop counts: "
+                                  f"{have}")
         if not questions:
             raise ConfigError(f"Expected questions in split {split!r}, actual value: none (check qa_path's "
                               "'split' fields)")
@@ -252,6 +266,9 @@ class SearchFamily(TaskFamily):
             **remote,
             "corpus_version": self.dataset.corpus.version,
             "questions_version": self.dataset.version,
+            "dataset_builder": self.dataset.builder,
+            "hops": self.hops,
+            "questions": self.dataset.histograms(),
             "retrieval": INDEX_FORMAT,
             "topk": self.topk,
             "max_topk": self.max_topk,

@@ -16,6 +16,7 @@ from tasks.search.dataset import (
     read_qa_jsonl,
     write_qa_jsonl,
 )
+from tasks.search.generators import generate_audited, generate_questions
 from tasks.search.grading import (
     DEFAULT_MAX_ANSWER_CHARS,
     Grade,
@@ -25,9 +26,11 @@ from tasks.search.grading import (
     normalize_answer,
 )
 from tasks.search.knowledge import KnowledgeBase, build_knowledge_base
-from tasks.search.questions import Hop, Question, contains_answer, generate_questions, verify_question
+from tasks.search.quality import QualityAudit
+from tasks.search.questions import Hop, Question, contains_answer, verify_question
 from tasks.search.splits import SPLITS, Split, split_questions
 from tasks.search.staging import reap_stale_staging, staging_dir
+from tasks.search.templates import TEMPLATES, Template, match_template
 
 ATTRIBUTION = (
     "Search-v0 document text: Wikipedia vital-article summaries from the "
@@ -41,6 +44,7 @@ __all__ = [
     "BUILDER_VERSION",
     "DEFAULT_MAX_ANSWER_CHARS",
     "SPLITS",
+    "TEMPLATES",
     "Corpus",
     "CorpusFormatError",
     "Document",
@@ -49,18 +53,22 @@ __all__ = [
     "KnowledgeBase",
     "ProgressCallback",
     "QAFormatError",
+    "QualityAudit",
     "Question",
     "SearchDataset",
     "Split",
+    "Template",
     "build_knowledge_base",
     "cache_root",
     "contains_answer",
     "exact_match",
     "f1_score",
+    "generate_audited",
     "generate_questions",
     "grade_answer",
     "load_custom_dataset",
     "load_default_dataset",
+    "match_template",
     "normalize_answer",
     "read_qa_jsonl",
     "reap_stale_staging",

@@ -1,6 +1,6 @@
 """Load the Search-v0 data: the bundled corpus and questions (cached), or your own files.
 
-The default dataset is built from installed packages in a few seconds and cached under
+The default dataset is built from installed packages in about ten seconds and cached under
 ``$AGENTGYM_CACHE_DIR/search/<key>`` (default ``~/.cache/agentgym``), where the key
 hashes the builder version, the data packages' versions and the seed; later loads only
 read two jsonl files. Bring-your-own data uses the Search-R1/FlashRAG formats: a corpus
@@ -13,14 +13,17 @@ import hashlib
 import json
 import os
 import shutil
+from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tasks.search.corpus import Corpus
+from tasks.search.generators import generate_audited
 from tasks.search.jsonl import RowReader, jsonl_rows
 from tasks.search.knowledge import build_knowledge_base
-from tasks.search.questions import Hop, Question, generate_questions
+from tasks.search.quality import QualityAudit
+from tasks.search.questions import Hop, Question
 from tasks.search.sources import source_versions
 from tasks.search.splits import SPLITS, Split, split_questions
 from tasks.search.staging import reap_stale_staging, staging_dir
@@ -38,7 +41,7 @@ __all__ = [
 ]
 
 # Bump when anything that changes the generated corpus or questions changes.
-BUILDER_VERSION = "search-data-3"
+BUILDER_VERSION = "search-data-4"  # 4: quality gate, 2-4-hop compositions, matched splits
 CACHE_ENV_VAR = "AGENTGYM_CACHE_DIR"
 
 ProgressCallback = Callable[[str, float], None]
@@ -51,14 +54,32 @@ class QAFormatError(ValueError):
 
 @dataclass(frozen=True)
 class SearchDataset:
+    """A corpus and its questions per split.
+
+    ``builder`` is the generator version of the bundled data (empty for your own data);
+    ``audit`` is what the quality gate dropped while building it (``None`` for your own).
+    """
+
     corpus: Corpus
     splits: dict[str, tuple[Question, ...]]
     version: str
+    builder: str = ""
+    audit: QualityAudit | None = field(default=None, compare=False)
 
     def questions(self, split: str) -> tuple[Question, ...]:
         if split not in self.splits:
             raise KeyError(f"Expected split in {sorted(self.splits)}, actual value: {split!r}")
         return self.splits[split]
+
+    def histograms(self) -> dict[str, dict[str, dict[str, int]]]:
+        """Per split, how many questions each template and each hop count has."""
+        return {
+            split: {
+                "templates": dict(sorted(Counter(q.template for q in qs).items())),
+                "hops": {str(h): n for h, n in sorted(Counter(q.num_hops for q in qs).items())},
+            }
+            for split, qs in self.splits.items()
+        }
 
 
 def cache_root() -> Path:
@@ -82,8 +103,7 @@ def _questions_version(corpus_version: str, rows: Sequence[str]) -> str:
 def write_qa_jsonl(path: str | os.PathLike[str], splits: dict[str, Sequence[Question]]) -> None:
     with open(path, "w", encoding="utf-8") as f:
         for split, questions in splits.items():
-            for q in questions:
-                f.write(json.dumps(q.to_json(split), ensure_ascii=False) + "\n")
+            f.writelines(json.dumps(q.to_json(split), ensure_ascii=False) + "\n" for q in questions)
 
 
 _EXPECTED_QA = 'a JSON object with "question" and "golden_answers" (Search-R1/FlashRAG QA format)'
@@ -152,23 +172,25 @@ def read_qa_jsonl(path: str | os.PathLike[str], corpus: Corpus | None = None) ->
     return out
 
 
-def _build(seed: int, progress: ProgressCallback | None) -> tuple[Corpus, dict[Split, list[Question]]]:
+def _build(seed: int, progress: ProgressCallback | None) -> tuple[Corpus, dict[Split, list[Question]], QualityAudit]:
     if progress:
         progress("search data: reading corpus sources", 0.0)
     kb = build_knowledge_base()
     if progress:
-        progress("search data: generating questions", 0.5)
-    splits = split_questions(generate_questions(kb, seed=seed), seed=seed)
+        progress("search data: generating questions", 0.2)
+    questions, audit = generate_audited(kb, seed=seed)
+    splits = split_questions(questions, seed=seed)
     if progress:
         progress("search data: done", 1.0)
-    return kb.corpus, splits
+    return kb.corpus, splits, audit
 
 
-def _write_cache(directory: Path, corpus: Corpus, splits: dict[Split, list[Question]]) -> None:
+def _write_cache(directory: Path, corpus: Corpus, splits: dict[Split, list[Question]], audit: QualityAudit) -> None:
     tmp = staging_dir(directory)
     try:
         corpus.write_jsonl(tmp / "corpus.jsonl")
         write_qa_jsonl(tmp / "questions.jsonl", splits)
+        (tmp / "audit.json").write_text(json.dumps(audit.to_json(), indent=1, ensure_ascii=False))
         manifest = {"builder": BUILDER_VERSION, "corpus_version": corpus.version, "num_docs": len(corpus)}
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2))
         os.rename(tmp, directory)  # atomic; loses the race harmlessly to a concurrent builder
@@ -178,12 +200,15 @@ def _write_cache(directory: Path, corpus: Corpus, splits: dict[Split, list[Quest
             raise
 
 
-def _dataset(corpus: Corpus, splits: dict[str, list[Question]]) -> SearchDataset:
+def _dataset(corpus: Corpus, splits: dict[str, list[Question]], builder: str = "",
+             audit: QualityAudit | None = None) -> SearchDataset:
     rows = [json.dumps(q.to_json(s), sort_keys=True) for s, qs in splits.items() for q in qs]
     return SearchDataset(
         corpus=corpus,
         splits={s: tuple(qs) for s, qs in splits.items()},
         version=_questions_version(corpus.version, rows),
+        builder=builder,
+        audit=audit,
     )
 
 
@@ -194,12 +219,14 @@ def load_default_dataset(
     directory = Path(cache_dir) if cache_dir else cache_root() / "search" / _default_key(seed)
     reap_stale_staging(directory.parent)
     if not (directory / "manifest.json").exists():
-        corpus, splits = _build(seed, progress)
-        _write_cache(directory, corpus, splits)
-        return _dataset(corpus, dict(splits))
+        corpus, splits, audit = _build(seed, progress)
+        _write_cache(directory, corpus, splits, audit)
+        return _dataset(corpus, dict(splits), BUILDER_VERSION, audit)
     corpus = Corpus.read_jsonl(directory / "corpus.jsonl")
     splits = read_qa_jsonl(directory / "questions.jsonl", corpus)
-    return _dataset(corpus, {s: splits.get(s, []) for s in SPLITS})
+    audit_path = directory / "audit.json"
+    audit = QualityAudit.from_json(json.loads(audit_path.read_text())) if audit_path.exists() else None
+    return _dataset(corpus, {s: splits.get(s, []) for s in SPLITS}, BUILDER_VERSION, audit)
 
 
 def load_custom_dataset(qa_path: str | os.PathLike[str], corpus: Corpus) -> SearchDataset:

