@@ -101,8 +101,8 @@ class OpenEnvTextEnv(gym.Env[str, str]):
 
     # ----------------------------------------------------------------- async API
     async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        """Start an episode on a fresh session; ``InfraError`` if the server cannot give
-        one after ``max_retries`` reconnections."""
+        """Start an episode (on the open session, or a new one after a failure);
+        ``InfraError`` if the server cannot give one after ``max_retries`` reconnections."""
         import asyncio
         import random
 
@@ -114,7 +114,8 @@ class OpenEnvTextEnv(gym.Env[str, str]):
                 await asyncio.sleep(random.uniform(0, min(self.retry.max_wait_s, self.retry.initial_s * 2 ** attempt)))
             start = time.perf_counter()
             try:
-                await self._reconnect()
+                if self._client is None or attempt:  # a live session serves episode after episode
+                    await self._reconnect()
                 result = await self._call(self._client.reset(**kwargs))
             except _ConnectionLost as e:
                 last = e

@@ -10,7 +10,7 @@ from mcp import Client, StdioServerParameters  # agentgym[mcp], installed by mak
 from agentgym import ToolEnv
 from agentgym.interop.mcp_tools import MCPToolbox, MCPToolOptions, with_mcp_tools
 from agentgym.testing import ProbeFamily
-from tests.agentgym.interop.conftest import agentgym_server, free_port
+from agentgym.interop.launch import agentgym_server, free_port
 
 
 def serve_mcp_stdio(backend: str | None = "process", tools: str = "python,search") -> StdioServerParameters:

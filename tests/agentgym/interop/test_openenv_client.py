@@ -11,7 +11,7 @@ import pytest
 import agentgym  # noqa: F401
 from agentgym.errors import InfraError
 from agentgym.interop.openenv_client import TELEMETRY_NAME, openenv_env
-from tests.agentgym.interop.conftest import agentgym_server, free_port
+from agentgym.interop.launch import agentgym_server, free_port
 
 # A third-party OpenEnv env, written with openenv-core alone: a counter that fails on
 # "bad" (the action's fault) and kills its server on "die" (the infrastructure's).

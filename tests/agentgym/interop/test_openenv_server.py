@@ -8,7 +8,7 @@ import pytest
 from openenv.core import GenericEnvClient  # agentgym[openenv], installed by make install
 
 import agentgym  # noqa: F401
-from tests.agentgym.interop.conftest import agentgym_server, free_port
+from agentgym.interop.launch import agentgym_server, free_port
 
 
 @pytest.fixture(scope="module")
