@@ -67,13 +67,13 @@ def wait_gone(pids: set[int], within_s: float = 30.0) -> set[int]:
     return {p for p in pids if alive(p)}
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def ray_installed() -> None:
     """Skip (or fail under AGENTGYM_REQUIRE_RAY=1) when Ray is not installed."""
     need_ray()
 
 
-@pytest.fixture(name="wait_gone")
+@pytest.fixture(name="wait_gone", scope="session")
 def wait_gone_fixture():
     """:func:`wait_gone`, for tests (conftest modules are not importable by path)."""
     return wait_gone
