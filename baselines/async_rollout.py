@@ -191,6 +191,7 @@ class AsyncRollout:
             self._changed = asyncio.Event()
         self._expire(step)
         self._admit(step)
+        t0 = time.perf_counter()
         while len(self._finished) < self.tasks_per_batch:
             self._raise_error()
             self._changed.clear()
@@ -198,7 +199,9 @@ class AsyncRollout:
         self._raise_error()
         taken = sorted(self._finished[: self.tasks_per_batch], key=lambda g: g.index)
         del self._finished[: self.tasks_per_batch]
-        return self._batch(taken, step)
+        batch = self._batch(taken, step)
+        batch.stats["rollout/wait_s"] = time.perf_counter() - t0  # the trainer's time blocked on rollout
+        return batch
 
     def _raise_error(self) -> None:
         if self._error is not None:
