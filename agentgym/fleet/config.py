@@ -29,6 +29,8 @@ class FleetConfig:
         reruns: times an episode whose worker died mid-episode is re-run from scratch;
             after that it is reported ``infra_failed``. 0 reports it at once.
         start_timeout_s: how long workers may take to be placed and build their envs.
+        shared_retriever: search envs query one retriever actor
+            (:class:`~agentgym.fleet.retriever.SharedRetriever`) instead of an index per worker.
     """
 
     workers: int = 2
@@ -38,6 +40,7 @@ class FleetConfig:
     max_restarts: int = 2
     reruns: int = 1
     start_timeout_s: float = 180.0
+    shared_retriever: bool = False
 
     def __post_init__(self) -> None:
         checks = {"workers": self.workers >= 1, "slots": self.slots >= 1, "cpus_per_worker": self.cpus_per_worker >= 0,

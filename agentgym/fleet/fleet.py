@@ -49,6 +49,7 @@ class EnvFleet:
         self.env_kwargs = dict(env_kwargs or {})
         self.config = config or FleetConfig()
         self._check_capacity(ray)
+        self.retriever = self._start_retriever() if self.config.shared_retriever else None
         actor = ray.remote(EnvWorker).options(
             max_restarts=self.config.max_restarts, max_task_retries=0,
             max_concurrency=self.config.slots + 4,  # the slots, plus ready/close calls beside them
@@ -70,6 +71,18 @@ class EnvFleet:
                         "lower --workers or cpus_per_worker, or add nodes")
                 raise ConfigError(f"Expected the Ray cluster to offer {need:g} {name} for {self.config.workers} "
                                   f"workers, actual value: {offered.get(name, 0.0):g}; {hint}")
+
+    def _start_retriever(self) -> Any:
+        """One retriever actor for the fleet; the workers' envs get its URL."""
+        from agentgym.envs import check_env_kwargs
+        from agentgym.fleet.retriever import SharedRetriever
+
+        if "retriever_url" in self.env_kwargs:
+            raise ConfigError("Expected either shared_retriever or a retriever_url env kwarg, actual value: both")
+        check_env_kwargs(self.env_id, {"retriever_url": "http://127.0.0.1:1"})  # a search env takes it, or a clear error
+        retriever = SharedRetriever(self.env_kwargs.get("corpus_path"))
+        self.env_kwargs["retriever_url"] = retriever.url
+        return retriever
 
     def _wait_ready(self, ray: Any) -> list[WorkerInfo]:
         refs = [m.handle.ready.remote() for m in self.members]
@@ -128,6 +141,9 @@ class EnvFleet:
             ray.kill(m.handle, no_restart=True)
             m.state = "dead"
         self.members = []
+        retriever, self.retriever = getattr(self, "retriever", None), None
+        if retriever is not None:
+            retriever.stop()
 
     def __enter__(self) -> "EnvFleet":
         return self

@@ -114,3 +114,23 @@ def test_sigkilled_sandbox_worker_leaves_no_container(local_ray, docker_engine):
     finally:
         client.close()
     assert left == [], f"containers of the killed worker {victim} outlived it"
+
+
+def test_search_workers_share_one_retriever_actor(local_ray, wait_gone):
+    with EnvFleet(SEARCH, {}, FleetConfig(workers=2, slots=4, shared_retriever=True)) as fleet:
+        retriever = fleet.retriever
+        assert retriever is not None and fleet.env_kwargs["retriever_url"] == retriever.url
+        report = fleet.run_episodes(30, seed=11)
+        served = retriever.stats()
+    local = run_episodes(SEARCH, oracle_policy, 30, concurrency=4, seed=11)
+    assert (report.success_rate, report.infra_failed, report.lost) == (1.0, 0, [])
+    assert [r.task_id for r in report.episodes] == [r.task_id for r in local.episodes]
+    # every search (and open) of both workers went through the one service
+    metrics = report.telemetry.metrics()
+    assert served["queries"] == metrics["tool/search/calls"] > 0
+    assert served["requests"] >= metrics["tool/search/calls"] + metrics["tool/open/calls"]
+
+
+def test_shared_retriever_needs_a_search_env(local_ray):
+    with pytest.raises(ConfigError, match="retriever_url"):
+        EnvFleet("agentgym/Calculator-v0", {}, FleetConfig(workers=1, slots=1, shared_retriever=True))
