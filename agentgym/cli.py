@@ -273,6 +273,18 @@ def audit_reward(env_id: str, tasks: int = 20, seed: int = 0) -> None:
     _run(checked)
 
 
+@app.command("dataset-report")
+def dataset_report(
+    env_id: Annotated[str, typer.Argument(help="e.g. agentgym/Search-v0")],
+    kwarg: Annotated[Optional[list[str]], typer.Option("--kwarg", "-k", help="env kwarg key=value (repeatable)")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+) -> None:
+    """Per-split template and hop histograms of an env's questions, their gaps, and the quality audit."""
+    from agentgym.commands.dataset import dataset_report_command
+
+    _run(lambda: dataset_report_command(env_id, _check_env(env_id, kwarg, multi_agent=False), json_out))
+
+
 @app.command()
 def bench(extra: Annotated[Optional[list[str]], typer.Argument(help="extra pytest args")] = None) -> None:
     """Run the benchmark suite (pytest-benchmark) and save JSON under benchmarks/results."""

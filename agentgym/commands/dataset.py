@@ -1,0 +1,71 @@
+"""``agentgym dataset-report ENV``: what an env's questions are made of, split by split.
+
+The env is made as ``agentgym run`` would make it (same id, same kwargs), so the report
+describes exactly the questions that run would draw from. Only envs whose family holds
+a question dataset (Search, SearchR1) have one; any other id is a user error.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agentgym.commands.console import cli_console
+
+__all__ = ["dataset_report_command"]
+
+
+def _dataset_of(env_id: str, env_kwargs: dict[str, Any]) -> Any:
+    import gymnasium as gym
+
+    from agentgym.errors import ConfigError
+
+    env = gym.make(env_id, **env_kwargs)
+    try:
+        family = getattr(env.unwrapped, "family", None)
+        dataset = getattr(family, "dataset", None)
+        if dataset is None or not hasattr(dataset, "splits"):
+            raise ConfigError(f"Expected an env with a question dataset (e.g. agentgym/Search-v0), actual value: "
+                              f"{env_id!r} has none")
+        return dataset
+    finally:
+        env.close()
+
+
+def _table(title: str, rows: dict[str, dict[Any, int]], sizes: dict[str, int]) -> Any:
+    from rich.table import Table
+
+    splits = list(rows)
+    table = Table(title=title)
+    table.add_column("")
+    for split in splits:
+        table.add_column(split, justify="right")
+    for key in sorted({k for r in rows.values() for k in r}, key=str):
+        table.add_row(str(key), *(f"{rows[s].get(key, 0)} ({100 * rows[s].get(key, 0) / max(sizes[s], 1):.1f}%)"
+                                  for s in splits))
+    return table
+
+
+def dataset_report_command(env_id: str, env_kwargs: dict[str, Any], json_out: bool = False) -> int:
+    from tasks.search.report import dataset_report
+
+    dataset = _dataset_of(env_id, env_kwargs)
+    report = dataset_report(dataset.splits, dataset.audit)
+    report = {"env_id": env_id, "questions_version": dataset.version, "builder": dataset.builder, **report}
+    if json_out:
+        print(json.dumps(report, indent=1, ensure_ascii=False, default=str))
+        return 0
+    console = cli_console()
+    console.print(f"[bold]{env_id}[/] questions {dataset.version} (builder {dataset.builder or 'your data'}): "
+                  + ", ".join(f"{s} {n}" for s, n in report["sizes"].items()))
+    console.print(_table("templates per split", report["templates"], report["sizes"]))
+    console.print(_table("hop counts per split", report["hops"], report["sizes"]))
+    gaps = report["max_gap_pp"]
+    console.print(f"largest gap between splits: template {gaps['template']} pp, hops {gaps['hops']} pp; "
+                  f"answer overlap with train: {report['answer_overlap_with_train']}")
+    audit = report["audit"]
+    if audit is not None:
+        console.print(f"quality gate kept {sum(audit['kept'].values())}, rejected:")
+        for reason, n in audit["rejected_by_reason"].items():
+            console.print(f"  {n:6d}  {reason}  e.g. {audit['examples'].get(reason, [''])[0]}", markup=False)
+    return 0

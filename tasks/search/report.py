@@ -1,0 +1,50 @@
+"""What a question dataset is made of, per split: the facts ``agentgym dataset-report`` prints.
+
+A report says, for every split, how many questions each template and each hop count
+has, how far apart the splits' shares are (percentage points), how many questions of
+validation and test share an accepted answer with train (the answer overlap the splits
+were built to avoid, measured rather than assumed), and what the quality gate dropped.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tasks.search.grading import normalize_answer
+from tasks.search.quality import QualityAudit
+from tasks.search.questions import Question
+from tasks.search.splits import split_balance
+
+__all__ = ["dataset_report"]
+
+
+def _answer_overlap(splits: Mapping[str, Sequence[Question]], reference: str = "train") -> dict[str, float]:
+    seen = {normalize_answer(a) for q in splits.get(reference, ()) for a in q.golden_answers}
+    out = {}
+    for split, questions in splits.items():
+        if split != reference and questions:
+            shared = sum(any(normalize_answer(a) in seen for a in q.golden_answers) for q in questions)
+            out[split] = shared / len(questions)
+    return out
+
+
+def dataset_report(splits: Mapping[str, Sequence[Question]], audit: QualityAudit | None = None) -> dict[str, Any]:
+    """Per-split template and hop histograms, their largest gaps, answer overlap and the audit.
+
+    >>> from tasks.search.questions import Hop
+    >>> q = Question("a", "What?", ("x",), (Hop("d", "x"),), "t")
+    >>> dataset_report({"train": [q], "test": [q]})["max_gap_pp"]
+    {'template': 0.0, 'hops': 0.0}
+    """
+    return {
+        "sizes": {s: len(qs) for s, qs in splits.items()},
+        "templates": {s: dict(sorted(Counter(q.template for q in qs).items())) for s, qs in splits.items()},
+        "hops": {s: dict(sorted(Counter(q.num_hops for q in qs).items())) for s, qs in splits.items()},
+        "max_gap_pp": {"template": round(split_balance(splits, lambda q: q.template), 2),
+                       "hops": round(split_balance(splits, lambda q: q.num_hops), 2)},
+        "answer_overlap_with_train": {s: round(v, 4) for s, v in _answer_overlap(splits).items()},
+        "audit": None if audit is None else {"rejected_by_reason": dict(audit.by_reason().most_common()),
+                                             **audit.to_json()},
+    }
