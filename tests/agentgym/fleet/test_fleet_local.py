@@ -134,3 +134,51 @@ def test_search_workers_share_one_retriever_actor(local_ray, wait_gone):
 def test_shared_retriever_needs_a_search_env(local_ray):
     with pytest.raises(ConfigError, match="retriever_url"):
         EnvFleet("agentgym/Calculator-v0", {}, FleetConfig(workers=1, slots=1, shared_retriever=True))
+
+
+def _local_twins(n: int):
+    import gymnasium as gym
+
+    from agentgym.vector import ToolVectorEnv
+
+    return ToolVectorEnv([gym.make(SEARCH) for _ in range(n)], autoreset=False)
+
+
+def _subset(vec, indices):
+    from agentgym.vector import ToolVectorEnv
+
+    return ToolVectorEnv([vec.envs[i] for i in indices], autoreset=False)
+
+
+def test_vector_env_steps_like_tool_vector_env_and_isolates_a_dead_worker(local_ray, wait_gone):
+    import ray
+
+    with EnvFleet(SEARCH, {}, FleetConfig(workers=2, slots=2)) as fleet:
+        vec, twins = fleet.vector_env(), _local_twins(4)
+        assert vec.num_envs == 4
+        _, infos = vec.reset(seed=5)
+        _, twin_infos = twins.reset(seed=5)
+        assert [i["task_id"] for i in infos] == [i["task_id"] for i in twin_infos]
+        live, rewards = [0, 1, 2, 3], {}
+        while live:  # the local twins' oracle drives both: same tasks, same answers, same ends
+            actions = [twins.envs[i].unwrapped.oracle_action() for i in live]
+            _, remote_rewards, terms, truncs, step_infos = vec.view([vec.envs[i] for i in live]).step(actions)
+            _, twin_rewards, twin_terms, _, _ = _subset(twins, live).step(actions)
+            assert remote_rewards.tolist() == twin_rewards.tolist() and terms.tolist() == twin_terms.tolist()
+            assert not any(i.get("infra_failed") for i in step_infos)
+            rewards.update({i: r for i, r, t in zip(live, remote_rewards, terms | truncs) if t})
+            live = [i for i, t in zip(live, terms | truncs) if not t]
+        assert rewards == {0: 1.0, 1: 1.0, 2: 1.0, 3: 1.0}
+
+        view = vec.view(vec.envs[1:3])  # worker-0's slot 1 and worker-1's slot 0
+        _, infos = view.reset(seed=9)
+        victim = fleet.workers[0].pid
+        os.kill(victim, signal.SIGKILL)
+        assert wait_gone({victim}, 10) == set()
+        _, rewards, terms, truncs, step_infos = view.step(["<tool_call>{}</tool_call>"] * 2)
+        assert truncs[0] and step_infos[0]["infra_failed"] and "worker-0 died" in step_infos[0]["fleet_error"]
+        assert not step_infos[1].get("infra_failed")  # the other worker's env goes on
+        _, infos = vec.reset(seed=9)  # Ray restarted worker-0: its envs reset on the new process
+        assert not any(i.get("infra_failed") for i in infos)
+        assert ray.get(fleet.members[0].handle.ready.remote()).pid != victim
+    twins.close()
