@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST := $(VENV)/bin/pytest
 
-.PHONY: demo test bench image install clean vllm-env test-vllm peers-env
+.PHONY: demo test bench image install clean vllm-env test-vllm peers-env test-peers
 
 install: $(STAMP)
 
@@ -79,9 +79,14 @@ $(PEERS_STAMP): pyproject.toml
 	$(PEERS_PY) -m pip install -q --upgrade pip
 	$(PEERS_PY) -m pip install -q torch==2.13.0
 	$(PEERS_PY) -m pip install -q "trl==1.16.*"
-	$(PEERS_PY) -m pip install -q -e ".[train,dev]"
+	$(PEERS_PY) -m pip install -q -e ".[train,dev,openenv]"
 	$(PEERS_PY) -c "import torch, trl; assert torch.__version__ == '2.13.0+cpu', torch.__version__; print('trl', trl.__version__, 'torch', torch.__version__)"
 	touch $(PEERS_STAMP)
+
+# Tests marked `peers` (the TRL example: GRPO through agentgym serve-env over OpenEnv) run
+# in the peers venv; AGENTGYM_REQUIRE_PEERS=1 makes a missing TRL a failure, not a skip.
+test-peers: $(PEERS_STAMP)
+	AGENTGYM_REQUIRE_PEERS=$${AGENTGYM_REQUIRE_PEERS:-1} $(PEERS_VENV)/bin/pytest -q -p no:randomly -m peers tests/examples
 
 clean:
 	rm -rf $(VENV) .benchmarks benchmarks/results
