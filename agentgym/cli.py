@@ -149,7 +149,7 @@ def envs(json_out: Annotated[bool, typer.Option("--json", help="print the list a
 @app.command()
 def run(
     env_id: Annotated[str, typer.Argument(help="e.g. agentgym/Calculator-v0")],
-    policy: Annotated[str, typer.Option(help="oracle or random")] = "oracle",
+    policy: Annotated[str, typer.Option(help="oracle, random, no_tool, one_search or no_code")] = "oracle",
     episodes: int = 100,
     concurrency: int = 16,
     seed: int = 0,
