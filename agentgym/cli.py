@@ -275,7 +275,7 @@ def audit_reward(env_id: str, tasks: int = 20, seed: int = 0) -> None:
 
 @app.command("dataset-report")
 def dataset_report(
-    env_id: Annotated[str, typer.Argument(help="e.g. agentgym/Search-v0")],
+    env_id: Annotated[str, typer.Argument(help="e.g. agentgym/Search-v1")],
     kwarg: Annotated[Optional[list[str]], typer.Option("--kwarg", "-k", help="env kwarg key=value (repeatable)")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> None:

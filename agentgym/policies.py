@@ -62,7 +62,7 @@ def _question_text(observation: str) -> str | None:
 def _search_dataset(env: ToolEnv) -> Any:
     dataset = getattr(env.get_wrapper_attr("family"), "dataset", None)
     if dataset is None or not hasattr(dataset, "questions"):
-        raise ConfigError("Expected an env with a question dataset (agentgym/Search-v0, SearchR1-v0) for this "
+        raise ConfigError("Expected an env with a question dataset (agentgym/Search-v1, SearchR1-v0) for this "
                           f"baseline, actual value: {type(env.unwrapped).__name__}")
     return dataset
 

@@ -1,4 +1,4 @@
-"""Baselines on Search-v0, per hop count: what the tools are worth (the README's table).
+"""Baselines on Search-v1, per hop count: what the tools are worth (the README's table).
 
 Runs ``no_tool``, ``one_search`` and ``oracle`` over every question of a split (not a
 sample), and measures, for ``one_search``, how often the top result of the question text
@@ -70,7 +70,7 @@ def main() -> None:
     parser.add_argument("--split", default="test")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    env = gym.make("agentgym/Search-v0", split=args.split)
+    env = gym.make("agentgym/Search-v1", split=args.split)
     family = env.unwrapped.family
     questions = family.dataset.questions(args.split)
     report = {"split": args.split, "questions": len(questions), "success": run_policies(env, questions),

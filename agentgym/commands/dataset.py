@@ -25,7 +25,7 @@ def _dataset_of(env_id: str, env_kwargs: dict[str, Any]) -> Any:
         family = getattr(env.unwrapped, "family", None)
         dataset = getattr(family, "dataset", None)
         if dataset is None or not hasattr(dataset, "splits"):
-            raise ConfigError(f"Expected an env with a question dataset (e.g. agentgym/Search-v0), actual value: "
+            raise ConfigError(f"Expected an env with a question dataset (e.g. agentgym/Search-v1), actual value: "
                               f"{env_id!r} has none")
         return dataset
     finally:

