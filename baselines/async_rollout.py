@@ -59,7 +59,7 @@ from agentgym.wrappers import areset, astep
 from baselines.agent_loop import (AgentLoopConfig, EnvStep, check_drift, finish_batch, record_generation, record_step,
                                   start_trajectory)
 from baselines.chat_tokens import ChatTokenizer
-from baselines.engines.hf_async import BatchingEngine
+from baselines.engines.hf_async import AsyncEngine, BusyClock
 from baselines.staleness import staleness_stats
 from baselines.trajectory import RolloutBatch, Trajectory
 
@@ -77,28 +77,6 @@ class AsyncRolloutConfig:
     """A group admitted at step ``e`` is trained on at step ``e + max_staleness`` at the latest."""
     step_timeout_s: float = 600.0
     """Backstop for one env reset or step; past it the episode is infra-failed (module docstring)."""
-
-
-class _BusyClock:
-    """Seconds during which at least one holder was inside (one event loop's bookkeeping)."""
-
-    def __init__(self) -> None:
-        self.inside = 0
-        self.busy_s = 0.0
-        self._since = 0.0
-
-    def enter(self) -> None:
-        if self.inside == 0:
-            self._since = time.perf_counter()
-        self.inside += 1
-
-    def exit(self) -> None:
-        self.inside -= 1
-        if self.inside == 0:
-            self.busy_s += time.perf_counter() - self._since
-
-    def seconds(self) -> float:
-        return self.busy_s + (time.perf_counter() - self._since if self.inside else 0.0)
 
 
 @dataclass
@@ -120,15 +98,16 @@ class AsyncRollout:
     Args:
         envs: ``(max_staleness + 1) * tasks_per_batch * group_size`` agentgym envs (one
             per episode that can be in flight), reused.
-        engine: the batching front of the rollout engine; the trainer syncs weights
-            through it.
+        engine: an asynchronous engine (``hf``: :class:`~baselines.engines.hf_async.BatchingEngine`;
+            ``vllm``: :class:`~baselines.engines.vllm_async.AsyncVLLMEngine`); the trainer
+            syncs weights through it.
         chat: token bookkeeping for the policy's tokenizer.
         config: per-episode limits (as for the synchronous loop).
         schedule: the task seeds and sampling seed of each step's batch.
         first_step: the trainer step of the first :meth:`collect` (a resumed run's step).
     """
 
-    def __init__(self, envs: Sequence[Any], engine: BatchingEngine, chat: ChatTokenizer, config: AgentLoopConfig,
+    def __init__(self, envs: Sequence[Any], engine: AsyncEngine, chat: ChatTokenizer, config: AgentLoopConfig,
                  async_config: AsyncRolloutConfig, tasks_per_batch: int, group_size: int, schedule: BatchSchedule,
                  first_step: int = 0) -> None:
         need = (async_config.max_staleness + 1) * tasks_per_batch * group_size
@@ -150,7 +129,7 @@ class AsyncRollout:
         self._tasks: set[asyncio.Task[None]] = set()
         self._changed: asyncio.Event | None = None
         self._error: BaseException | None = None
-        self._env_clock = _BusyClock()
+        self._env_clock = BusyClock()
         self._rng = np.random.default_rng(0)
         self._counts = {"dropped_stale_groups": 0, "dropped_stuck_episodes": 0}
         self._window_start = time.perf_counter()

@@ -31,7 +31,7 @@ import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -39,7 +39,7 @@ import torch
 from agentgym.runtime import get_loop, run_sync
 from baselines.engines.base import Generation, RolloutEngine, SamplingConfig
 
-__all__ = ["BatchingEngine", "VersionedGeneration"]
+__all__ = ["BatchingEngine", "VersionedGeneration", "AsyncEngine", "BusyClock"]
 
 
 @dataclass
@@ -48,6 +48,49 @@ class VersionedGeneration:
 
     generation: Generation
     version: int
+
+
+@runtime_checkable
+class AsyncEngine(Protocol):
+    """What the asynchronous rollout needs of an engine (this module's
+    :class:`BatchingEngine`, or :class:`~baselines.engines.vllm_async.AsyncVLLMEngine`),
+    besides the synchronous :class:`RolloutEngine` methods."""
+
+    version: int
+
+    async def agenerate(self, prompt: Sequence[int], sampling: SamplingConfig, order: int = 0) -> VersionedGeneration: ...
+
+    def begin_lockstep(self, barrier: int, seed: int | None) -> None: ...
+
+    def lower_barrier(self, by: int = 1) -> None: ...
+
+    def end_lockstep(self) -> None: ...
+
+    def busy_seconds(self) -> float: ...
+
+    def sync_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None: ...
+
+
+class BusyClock:
+    """Seconds during which at least one holder was inside (callers on one event loop)."""
+
+    def __init__(self) -> None:
+        self.inside = 0
+        self.busy_s = 0.0
+        self._since = 0.0
+
+    def enter(self) -> None:
+        if self.inside == 0:
+            self._since = time.perf_counter()
+        self.inside += 1
+
+    def exit(self) -> None:
+        self.inside -= 1
+        if self.inside == 0:
+            self.busy_s += time.perf_counter() - self._since
+
+    def seconds(self) -> float:
+        return self.busy_s + (time.perf_counter() - self._since if self.inside else 0.0)
 
 
 @dataclass

@@ -1,0 +1,213 @@
+"""Rollout with vLLM's ``AsyncLLM``: every episode's turn is its own request.
+
+The asynchronous rollout (:mod:`baselines.async_rollout`) awaits one completion per
+episode turn. With ``AsyncLLM`` (vLLM 0.32: ``vllm.v1.engine.async_llm``) each such
+request joins vLLM's running batch at the next scheduler step (token-level continuous
+batching), so no request waits for another's call to end, unlike the ``hf`` front
+(:class:`~baselines.engines.hf_async.BatchingEngine`), which batches per call. The
+engine lives on agentgym's runtime loop, where the episodes run.
+
+Same request building, log-prob mode and weight path as :class:`~baselines.engines.vllm.VLLMEngine`
+(token-id prompts, ``processed_logprobs``, weights through a shared-memory file and the
+worker extension's ``reload_weights``). **Weight sync** is a writer lock over requests:
+new requests wait, the ones running finish under the old weights, the weights load,
+:attr:`version` increments, requests resume. So a turn is never sampled by two versions
+and the version a request records is the one that sampled it.
+
+**Lockstep** (``max_staleness=0``): requests are held until the episodes still running
+have all asked, then submitted in episode order with the seeds
+``request_seed(seed + turn, i)`` that ``VLLMEngine.generate`` gives a call seeded
+``seed + turn``: the same requests the synchronous loop sends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from agentgym.runtime import run_sync
+from baselines.engines.base import Generation, SamplingConfig
+from baselines.engines.hf_async import BusyClock, VersionedGeneration
+from baselines.engines.vllm import (_EXTENSION, SharedWeights, _import_vllm, outputs_to_generations, request_seed,
+                                    sampling_kwargs, token_prompts, vllm_weight_items)
+from baselines.errors import EngineError
+
+__all__ = ["AsyncVLLMEngine"]
+
+
+class AsyncVLLMEngine:
+    """An ``AsyncLLM`` for the asynchronous rollout; also a (synchronous) :class:`RolloutEngine`.
+
+    Args: as :class:`~baselines.engines.vllm.VLLMEngine` (sleep mode is not used: episodes
+    generate while the trainer runs).
+    """
+
+    def __init__(self, model_path: str, *, tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.5,
+                 enforce_eager: bool = False, dtype: str = "bfloat16", max_model_len: int | None = None, seed: int = 0,
+                 kv_cache_memory_bytes: int | None = None, **_ignored: Any) -> None:
+        vllm, platform = _import_vllm()
+        from transformers import AutoConfig
+
+        self._vllm = vllm
+        self.platform = platform.device_name
+        self.tied = bool(getattr(AutoConfig.from_pretrained(model_path), "tie_word_embeddings", False))
+        self.dtype = getattr(torch, dtype)
+        kwargs: dict[str, Any] = {"kv_cache_memory_bytes": kv_cache_memory_bytes} if kv_cache_memory_bytes else {}
+        if not platform.is_cpu():
+            kwargs["gpu_memory_utilization"] = gpu_memory_utilization
+        self._engine_args = dict(model=model_path, tensor_parallel_size=tensor_parallel_size, enforce_eager=enforce_eager,
+                                 dtype=dtype, max_model_len=max_model_len, seed=seed, logprobs_mode="processed_logprobs",
+                                 worker_extension_cls=_EXTENSION, **kwargs)
+        self.llm = run_sync(self._build())
+        self.shared = SharedWeights()
+        self.version = 0
+        self.last_sync_s = 0.0
+        self._running = 0
+        self._busy = BusyClock()
+        self._open: asyncio.Event | None = None
+        self._idle: asyncio.Event | None = None
+        self._barrier: int | None = None
+        self._lockstep_seed: int | None = None
+        self._turn = 0
+        self._held: list[tuple[int, list[int], SamplingConfig, asyncio.Future[VersionedGeneration]]] = []
+
+    async def _build(self) -> Any:
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        return AsyncLLM.from_engine_args(AsyncEngineArgs(**self._engine_args))
+
+    # ---------------------------------------------------------------- async API
+    async def agenerate(self, prompt: Sequence[int], sampling: SamplingConfig, order: int = 0) -> VersionedGeneration:
+        if self._barrier is not None:
+            future: asyncio.Future[VersionedGeneration] = asyncio.get_running_loop().create_future()
+            self._held.append((order, list(prompt), sampling, future))
+            self._release_held()
+            return await future
+        return await self._request(list(prompt), sampling, None)
+
+    def begin_lockstep(self, barrier: int, seed: int | None) -> None:
+        self._barrier, self._lockstep_seed, self._turn = barrier, seed, 0
+
+    def lower_barrier(self, by: int = 1) -> None:
+        if self._barrier is not None:
+            self._barrier -= by
+            self._release_held()
+
+    def end_lockstep(self) -> None:
+        self._barrier = None
+        self._release_held(force=True)
+
+    async def async_sync_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
+        """New requests wait; running ones finish; weights load; :attr:`version` + 1."""
+        open_, idle = self._events()
+        t0 = time.perf_counter()
+        open_.clear()
+        try:
+            await idle.wait()
+            items = [(k, v.to(self.dtype)) for k, v in vllm_weight_items(state_dict, self.tied)]
+            manifest = self.shared.write(items)
+            loaded = await self.llm.collective_rpc("agentgym_reload_from_shared", args=(str(self.shared.path), manifest))
+            if any(n != len(manifest) for n in loaded):
+                raise EngineError(f"vLLM workers loaded {loaded} of {len(manifest)} tensors.")
+            await self.llm.reset_prefix_cache()
+            self.version += 1
+        finally:
+            open_.set()
+        self.last_sync_s = time.perf_counter() - t0
+
+    def busy_seconds(self) -> float:
+        """Seconds during which at least one request was in vLLM."""
+        return self._busy.seconds()
+
+    # ------------------------------------------- RolloutEngine protocol (sync)
+    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig, seed: int | None = None) -> list[Generation]:
+        async def all_of() -> list[Generation]:
+            done = await asyncio.gather(*(self._request(list(p), sampling, request_seed(seed, i)) for i, p in enumerate(prompts)))
+            return [d.generation for d in done]
+
+        return run_sync(all_of())
+
+    def sync_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
+        run_sync(self.async_sync_weights(state_dict))
+
+    def score(self, sequences: Sequence[Sequence[int]]) -> list[list[float]]:
+        """``log p(ids[t] | ids[:t])`` at temperature 1 for ``t >= 1`` (as ``VLLMEngine.score``)."""
+        async def one(seq: list[int]) -> list[float]:
+            params = self._vllm.SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=1.0)
+            final = None
+            async for out in self.llm.generate(token_prompts([seq])[0], params, request_id=uuid.uuid4().hex):
+                final = out
+            assert final is not None
+            return [float(pos[tok].logprob) for pos, tok in zip(final.prompt_logprobs[1:], seq[1:], strict=True)]
+
+        async def all_of() -> list[list[float]]:
+            return list(await asyncio.gather(*(one(list(s)) for s in sequences)))
+
+        return run_sync(all_of())
+
+    def sleep(self) -> None:
+        """Not used: the asynchronous rollout generates while the trainer runs."""
+
+    def wake_up(self) -> None:
+        """Nothing to re-acquire."""
+
+    def close(self) -> None:
+        self.shared.close()
+        self.llm.shutdown()
+
+    # ---------------------------------------------------------------- internals
+    def _events(self) -> tuple[asyncio.Event, asyncio.Event]:
+        if self._open is None or self._idle is None:
+            self._open, self._idle = asyncio.Event(), asyncio.Event()
+            self._open.set()
+            self._idle.set()
+        return self._open, self._idle
+
+    def _release_held(self, force: bool = False) -> None:
+        if not self._held or (not force and self._barrier is not None and len(self._held) < self._barrier):
+            return
+        held, self._held = sorted(self._held, key=lambda h: h[0]), []
+        seed = None if self._lockstep_seed is None else self._lockstep_seed + self._turn
+        self._turn += 1
+        for i, (_, prompt, sampling, future) in enumerate(held):
+            task = asyncio.get_running_loop().create_task(self._request(prompt, sampling, request_seed(seed, i)))
+            task.add_done_callback(lambda t, f=future: _settle(f, t))
+
+    async def _request(self, prompt: list[int], sampling: SamplingConfig, seed: int | None) -> VersionedGeneration:
+        open_, idle = self._events()
+        await open_.wait()
+        self._running += 1
+        idle.clear()
+        self._busy.enter()
+        version = self.version
+        try:
+            params = self._vllm.SamplingParams(**sampling_kwargs(sampling, seed),
+                                               output_kind=self._vllm.sampling_params.RequestOutputKind.FINAL_ONLY)
+            final = None
+            async for out in self.llm.generate(token_prompts([prompt])[0], params, request_id=uuid.uuid4().hex):
+                final = out
+            if final is None:
+                raise EngineError("vLLM's AsyncLLM finished a request without an output.")
+            return VersionedGeneration(outputs_to_generations([final])[0], version)
+        finally:
+            self._busy.exit()
+            self._running -= 1
+            if self._running == 0:
+                idle.set()
+
+
+def _settle(future: asyncio.Future[VersionedGeneration], task: asyncio.Task[VersionedGeneration]) -> None:
+    if future.done():
+        return
+    if task.cancelled():
+        future.cancel()
+    elif task.exception() is not None:
+        future.set_exception(task.exception())  # type: ignore[arg-type]
+    else:
+        future.set_result(task.result())
