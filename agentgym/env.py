@@ -13,7 +13,6 @@ arguments (so ``gym.make(id, **kwargs)`` and its checks see real signatures).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal, SupportsFloat
@@ -31,7 +30,7 @@ from agentgym.executor import ToolResult
 from agentgym.family import ANSWER_TOOL, EpisodeView, TaskFamily, family_from_kwargs
 from agentgym.fingerprint import Fingerprint
 from agentgym.parsing import Parser
-from agentgym.runtime import in_runtime_loop, run_sync
+from agentgym.runtime import run_sync
 from agentgym.spaces import UnicodeText
 from agentgym.telemetry import Telemetry
 from agentgym.tools import Tool
@@ -40,8 +39,6 @@ from agentgym.turns import TurnEngine, TurnSettings, seat_fingerprint_fields
 __all__ = ["ToolEnv", "ANSWER_TOOL", "Split", "ParserName"]
 
 Split = Literal["train", "validation", "test"]
-_closing: set[asyncio.Task[None]] = set()
-"""Closes started on the runtime loop, kept referenced until they finish."""
 ParserName = Literal["hermes", "tags"]
 
 
@@ -193,12 +190,7 @@ class ToolEnv(TurnSettings, gym.Env[str, str]):
         return run_sync(self.astep(action))
 
     def close(self) -> None:
-        if in_runtime_loop():  # closed from a coroutine on the loop: finish there, do not block it
-            task = asyncio.get_running_loop().create_task(self._close_all())
-            _closing.add(task)
-            task.add_done_callback(_closing.discard)
-        else:
-            run_sync(self._close_all())
+        self._finish_close(self._close_all())
         super().close()
 
     async def _close_all(self) -> None:

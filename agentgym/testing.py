@@ -165,7 +165,8 @@ _BLOCK = re.compile(r"<!-- example-family:[^>]*-->\n```python\n(.*?)```", re.S)
 
 
 def load_readme_family(readme: Path | None = None) -> types.ModuleType:
-    """Execute the README's example family as a module (it registers its env id once).
+    """Execute the README's example family blocks, in order, as one module (the family and
+    its env, registered once, then the team env over it).
 
     Needs the source tree (the README sits beside the packages), as the tests have it.
     """
@@ -174,12 +175,12 @@ def load_readme_family(readme: Path | None = None) -> types.ModuleType:
     import gymnasium as gym
 
     path = readme or Path(__file__).resolve().parents[1] / "README.md"
-    match = _BLOCK.search(path.read_text(encoding="utf-8"))
-    if match is None:
+    blocks = _BLOCK.findall(path.read_text(encoding="utf-8"))
+    if not blocks:
         raise LookupError(f"no example-family block in {path}")
     module = types.ModuleType("readme_unit_conversion")
     sys.modules[module.__name__] = module  # dataclasses look their module up there
-    code = match.group(1)
+    code = "\n".join(blocks)  # the family, then the team built on it
     if "myorg/UnitConversion-v0" in gym.registry:  # a second load in one process
         code = code.replace('gym.register("myorg/UnitConversion-v0"', 'dict(id="myorg/UnitConversion-v0"')
     exec(compile(code, f"{path}:example-family", "exec"), module.__dict__)  # noqa: S102 - our own README

@@ -24,8 +24,9 @@ is assembled, so a single agent and a team cannot drift apart on what counts in 
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -34,11 +35,15 @@ from agentgym.executor import UNPARSED, ToolExecutor, ToolResult
 from agentgym.family import ANSWER_TOOL
 from agentgym.fingerprint import Fingerprint, make_fingerprint
 from agentgym.parsing import FORMAT_NOTE, Parser, make_parser, normalise_action
+from agentgym.runtime import in_runtime_loop, run_sync
 from agentgym.telemetry import Telemetry
 from agentgym.tools import Tool
 from agentgym.truncation import Truncated, truncate_head_tail
 
 __all__ = ["Turn", "TurnEngine", "TurnSettings", "tool_listing", "seat_fingerprint_fields"]
+
+_closing: set[asyncio.Task[None]] = set()
+"""Closes started on the runtime loop, kept referenced until they finish."""
 
 
 @dataclass(frozen=True)
@@ -174,6 +179,18 @@ class TurnSettings:
     def opening_observation(self, system: str, tools: Sequence[Tool], user: str) -> str:
         """The first observation of a seat: system prompt, tool listing, task prompt."""
         return self.fit_observation(f"{system}\n\n{tool_listing(tools)}\n\n{user}").text
+
+    @staticmethod
+    def _finish_close(close: Coroutine[Any, Any, None]) -> None:
+        """Run an env's ``close`` work from anywhere: on the runtime loop (closed from a
+        coroutine) it is scheduled there and kept referenced, so it never blocks the loop;
+        elsewhere it runs to the end before ``close`` returns."""
+        if in_runtime_loop():
+            task = asyncio.get_running_loop().create_task(close)
+            _closing.add(task)
+            task.add_done_callback(_closing.discard)
+        else:
+            run_sync(close)
 
     def _assemble_fingerprint(self, seating: dict[str, Any], extra: dict[str, Any]) -> Fingerprint:
         """The fingerprint of an env: ``seating`` says who sits where (one seat's fields,

@@ -255,7 +255,7 @@ class TeamEnv(TurnSettings, ParallelEnv[str, str, str]):
         return run_sync(self.astep(actions))
 
     def close(self) -> None:
-        run_sync(self._close_all())
+        self._finish_close(self._close_all())
 
     async def _close_all(self) -> None:
         await self._release()

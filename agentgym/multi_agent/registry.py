@@ -7,6 +7,7 @@ the package loads no data, and a miss that names the closest id.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib
 from collections.abc import Callable
@@ -59,7 +60,7 @@ MULTI_AGENT_ENVS: list[MultiAgentEnvSpec] = [
 
 
 def _canonical(name: str) -> str:
-    return name if name.startswith(_NAMESPACE) else _NAMESPACE + name
+    return name if "/" in name else _NAMESPACE + name  # another namespace ("myorg/...") stays
 
 
 def spec(name: str) -> MultiAgentEnvSpec:
@@ -80,13 +81,23 @@ def is_multi_agent_env(name: str) -> bool:
 
 
 def register(new: MultiAgentEnvSpec) -> None:
-    """Add an env (idempotent for an identical spec; a different spec under a taken id raises)."""
-    for s in MULTI_AGENT_ENVS:
+    """Add an env. Idempotent for an identical spec, and for the same class defined again
+    (a module imported twice): the newer definition replaces the older. A different
+    spec under a taken id raises."""
+    for i, s in enumerate(MULTI_AGENT_ENVS):
         if s.env_id == new.env_id:
-            if s != new:
+            if dataclasses.replace(s, entry_point=_entry_name(s.entry_point)) != \
+                    dataclasses.replace(new, entry_point=_entry_name(new.entry_point)):
                 raise ValueError(f"Expected a new id, actual value: {new.env_id!r} is registered to {s.entry_point}")
+            MULTI_AGENT_ENVS[i] = new
             return
     MULTI_AGENT_ENVS.append(new)
+
+
+def _entry_name(entry_point: str | Callable[..., TeamEnv]) -> str:
+    if isinstance(entry_point, str):
+        return entry_point
+    return f"{getattr(entry_point, '__module__', '?')}:{getattr(entry_point, '__qualname__', repr(entry_point))}"
 
 
 def make(name: str, **kwargs: Any) -> TeamEnv:

@@ -91,7 +91,8 @@ class ReviewTeamEnv(TeamEnv):
         if family_class is not None:
             self.family_class = family_class
         if self.family_class is None:
-            raise ConfigError(f"Expected a TaskFamily subclass for {type(self).__name__}, actual value: None")
+            raise ConfigError(f"Expected a TaskFamily subclass as {type(self).__name__}'s family_class (the first "
+                              "argument, or a class attribute of a subclass), actual value: None")
         if max_proposals < 1 or solver_max_turns < 1 or reviewer_max_turns < 1:
             raise ConfigError(f"Expected max_proposals, {self.solver}_max_turns and {self.reviewer}_max_turns >= 1, "
                               f"actual values: {max_proposals}, {solver_max_turns}, {reviewer_max_turns}")

@@ -4,9 +4,20 @@ trajectories takes optimiser steps, and a PPO-EWMA rollout step runs on it."""
 import json
 import math
 
+import pytest
+
+from agentgym import multi_agent
 from agentgym.testing import load_readme_family
 from baselines.config import load_config
 from baselines.trainer import Trainer
+
+
+@pytest.fixture(autouse=True)
+def _forget_the_readme_team():
+    """The README also registers a team env; leave the multi-agent registry as it was."""
+    yield
+    multi_agent.MULTI_AGENT_ENVS[:] = [s for s in multi_agent.MULTI_AGENT_ENVS
+                                       if s.env_id != "myorg/UnitConversionReview-v0"]
 
 
 def test_agentgym_train_trains_on_the_readme_family(tmp_path, tiny_model_dir):

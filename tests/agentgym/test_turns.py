@@ -1,0 +1,47 @@
+"""One turn engine: a single agent and a team seat take the same action the same way."""
+
+import json
+
+from agentgym.multi_agent import ReviewTeamEnv
+from agentgym.parsing import make_parser
+from agentgym.runtime import run_sync
+from agentgym.telemetry import Telemetry
+from agentgym.testing import ProbeEnv, ProbeFamily
+from agentgym.turns import TurnEngine
+
+
+def call(name, **arguments):
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
+
+
+MIXED = call("echo", text="hi") + call("echo", wrong=1) + "<tool_call>{broken</tool_call>" + call("dump")
+
+
+def test_a_single_agent_and_a_team_seat_see_the_same_turn():
+    single = ProbeEnv(max_observation_chars=100_000)
+    single.reset(seed=0)
+    obs, _, _, _, info = single.step(MIXED)
+    team = ReviewTeamEnv(ProbeFamily, max_observation_chars=100_000)
+    team.reset(seed=0)
+    team_obs, *_, team_infos = team.step({"solver": MIXED})
+    assert team_obs["solver"] == obs
+    statuses = [r["status"] for r in info["tool_results"]]
+    assert [r["status"] for r in team_infos["solver"]["tool_results"]] == statuses
+    assert statuses == ["ok", "invalid_args", "parse_error", "ok"]
+
+
+def test_the_engine_counts_what_the_episode_info_reports():
+    tools = list(ProbeFamily(infra_failures=5, tool_max_retries=0).tools(None).values())
+    engine = TurnEngine(tools, make_parser("hermes"), Telemetry(), max_action_chars=80,
+                        opening=[{"role": "system", "content": "s"}])
+    turn = run_sync(engine.take("no calls here"))
+    assert turn.results == [] and "<tool_call>" in turn.text and engine.turns == 1
+    run_sync(engine.take(call("dump")))
+    assert engine.last_results[0].truncated and engine.truncations == 1
+    run_sync(engine.take(call("flaky")))
+    assert engine.infra_failed and engine.answer is None
+    turn = run_sync(engine.take(call("answer", answer=3) + "x" * 100))  # over max_action_chars: cut, told
+    assert "only the first 80" in turn.text and engine.answer == {"answer": 3}
+    assert engine.episode_fields() == {"tool_calls": {"dump": 1, "flaky": 1, "answer": 1}, "truncations": 1,
+                                       "turns": 4, "tool_output_chars": engine.tool_chars}
+    assert [m["role"] for m in engine.transcript[:3]] == ["system", "assistant", "user"]
