@@ -2,13 +2,15 @@
 
 ``ToolEnv(family)`` drives a :class:`~agentgym.family.TaskFamily` for one agent: the family
 says what the tasks, tools, prompts, scores and oracle are; ``ToolEnv`` does the rest the
-same way for every family: parsing, execution with the status contract, truncation,
-budgets, telemetry, the fingerprint and the episode ``info``. The async twins
+same way for every family: the turns (:class:`~agentgym.turns.TurnEngine`, shared with
+every seat of a ``TeamEnv``: parsing, execution with the status contract, truncation,
+telemetry), budgets, the fingerprint and the episode ``info``. The async twins
 (``areset``/``astep``) are the primitives; the sync API submits them to the process-wide
 runtime loop (see ``agentgym.runtime``) so many envs can share pools and limits.
 
-The registered envs are thin subclasses that build their family from the env's keyword
-arguments (so ``gym.make(id, **kwargs)`` and its checks see real signatures).
+The registered envs are thin subclasses that name a ``family_class``: ``ToolEnv`` builds
+it from the keyword arguments that are not its own, and ``check_env_kwargs`` reads the
+family's signature, so ``gym.make(id, **kwargs)`` is checked without the env repeating it.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """``TeamEnv``: a PettingZoo ``ParallelEnv`` of text agents that call tools.
 
-Each agent is a seat with its own tools, built from the same parts as ``ToolEnv`` (the
-core parser, ``ToolExecutor``, ``Telemetry`` and ``make_fingerprint``), and the team works
-on one task. ``astep`` runs the turns of every acting agent concurrently on the shared
+Each agent is a seat with its own tools whose turns are taken by the same
+:class:`~agentgym.turns.TurnEngine` as ``ToolEnv``'s (parser, ``ToolExecutor``, telemetry),
+the fingerprint is assembled by the same ``TurnSettings``, and the team works on one task
+of its ``family_class``. ``astep`` runs the turns of every acting agent concurrently on the shared
 runtime loop, so the tool calls of different agents (and of different envs) overlap.
 
 Turn-taking. Every live agent receives an observation each step, but only *active*
