@@ -5,8 +5,10 @@
    model through the ``hf`` engine. Same batch (8 tasks x 4 samples) and steps; the
    synchronous :class:`~baselines.agent_loop.AgentLoop` against the
    :class:`~baselines.async_rollout.AsyncRollout` at ``max_staleness=1`` with a weight
-   sync between batches, as in training. Medians over rounds, run alternately, and
-   their ratio, in ``extra_info``.
+   sync between batches, as in training. Tokens/s counts every token the engine
+   sampled; episodes/s counts the batches' episodes plus those of groups already
+   finished ahead (the next batch). Medians over rounds, run alternately, and their
+   ratio, in ``extra_info``.
 2. Learning curves: ``baselines/configs/calculator_cpu.yaml`` at ``max_staleness`` 0 and
    2 from the same SFT start and seeds (eval success every 5 steps, wall time). Long
    (~15 min on a quiet 2-core machine); the curves and a plot go to
@@ -87,7 +89,10 @@ def _async_round(engine, chat, weights, seed: int) -> tuple[float, int, int]:
             batch = rollout.collect(step)
             front.sync_weights(weights)
             episodes += len(batch.trajectories)
-            tokens += sum(t.num_generated for t in batch.trajectories)
+            tokens += int(batch.stats["rollout/window_generated_tokens"])  # every token the engine sampled
+        # Groups admitted ahead and already finished are work done in the window too (in a
+        # long run they are the next step's batch; only the very end of training wastes them).
+        episodes += int(batch.stats["rollout/groups_ready"]) * GROUP
         return time.perf_counter() - t0, episodes, tokens
     finally:
         rollout.close()

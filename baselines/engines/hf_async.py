@@ -39,7 +39,7 @@ import torch
 from agentgym.runtime import get_loop, run_sync
 from baselines.engines.base import Generation, RolloutEngine, SamplingConfig
 
-__all__ = ["BatchingEngine", "VersionedGeneration", "AsyncEngine", "BusyClock"]
+__all__ = ["BatchingEngine", "VersionedGeneration", "AsyncEngine", "BusyClock", "Lockstep"]
 
 
 @dataclass
@@ -94,6 +94,39 @@ class BusyClock:
 
 
 @dataclass
+class Lockstep:
+    """Turn-by-turn batching for ``max_staleness=0``: a call waits until ``barrier``
+    requests (one per episode still running) are pending; call ``n`` is seeded
+    ``seed + n``, as the synchronous loop seeds turn ``n``. ``barrier`` None: off."""
+
+    barrier: int | None = None
+    seed: int | None = None
+    turn: int = 0
+
+    def begin(self, barrier: int, seed: int | None) -> None:
+        self.barrier, self.seed, self.turn = barrier, seed, 0
+
+    def lower(self, by: int = 1) -> None:
+        if self.barrier is not None:
+            self.barrier -= by
+
+    def end(self) -> None:
+        self.barrier = None
+
+    @property
+    def on(self) -> bool:
+        return self.barrier is not None
+
+    def ready(self, pending: int) -> bool:
+        return pending > 0 and (self.barrier is None or pending >= self.barrier)
+
+    def next_seed(self) -> int | None:
+        seed = None if self.seed is None else self.seed + self.turn
+        self.turn += 1
+        return seed
+
+
+@dataclass
 class _Request:
     prompt: list[int]
     sampling: SamplingConfig
@@ -122,9 +155,7 @@ class BatchingEngine:
         self._lock: asyncio.Lock | None = None
         self._wakeup: asyncio.Event | None = None
         self._server: asyncio.Task[None] | None = None
-        self._barrier: int | None = None
-        self._lockstep_seed: int | None = None
-        self._turn = 0
+        self.lockstep = Lockstep()
         self._busy_since: float | None = None
         self._clock = threading.Lock()
 
@@ -139,17 +170,16 @@ class BatchingEngine:
 
     def begin_lockstep(self, barrier: int, seed: int | None) -> None:
         """From now on a call waits for ``barrier`` pending requests; its seed is ``seed + turn``."""
-        self._barrier, self._lockstep_seed, self._turn = barrier, seed, 0
+        self.lockstep.begin(barrier, seed)
         self._wake()
 
     def lower_barrier(self, by: int = 1) -> None:
         """An episode of the lockstep batch ended: one request fewer to wait for."""
-        if self._barrier is not None:
-            self._barrier -= by
-            self._wake()
+        self.lockstep.lower(by)
+        self._wake()
 
     def end_lockstep(self) -> None:
-        self._barrier = None
+        self.lockstep.end()
         self._wake()
 
     async def async_sync_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
@@ -210,9 +240,7 @@ class BatchingEngine:
             return await asyncio.get_running_loop().run_in_executor(self._thread, fn, *args)
 
     def _ready(self) -> bool:
-        if not self._pending:
-            return False
-        return self._barrier is None or len(self._pending) >= self._barrier
+        return self.lockstep.ready(len(self._pending))
 
     async def _serve(self) -> None:
         assert self._wakeup is not None
@@ -223,14 +251,13 @@ class BatchingEngine:
                 await self._run_call()
 
     def _take_call(self) -> tuple[list[_Request], int | None]:
-        lockstep = self._barrier is not None
+        lockstep = self.lockstep.on
         pending = sorted(self._pending, key=lambda r: r.order) if lockstep else list(self._pending)
         sampling = pending[0].sampling
         batch = [r for r in pending if r.sampling == sampling]
         self._pending = [r for r in self._pending if r not in batch]
         if lockstep:
-            seed = None if self._lockstep_seed is None else self._lockstep_seed + self._turn
-            self._turn += 1
+            seed = self.lockstep.next_seed()
         else:
             seed = int(np.random.SeedSequence([self.seed, self.calls]).generate_state(1)[0])
         self.calls += 1

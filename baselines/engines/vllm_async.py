@@ -32,7 +32,7 @@ import torch
 
 from agentgym.runtime import run_sync
 from baselines.engines.base import Generation, SamplingConfig
-from baselines.engines.hf_async import BusyClock, VersionedGeneration
+from baselines.engines.hf_async import BusyClock, Lockstep, VersionedGeneration
 from baselines.engines.vllm import (_EXTENSION, SharedWeights, _import_vllm, outputs_to_generations, request_seed,
                                     sampling_kwargs, token_prompts, vllm_weight_items)
 from baselines.errors import EngineError
@@ -71,9 +71,7 @@ class AsyncVLLMEngine:
         self._busy = BusyClock()
         self._open: asyncio.Event | None = None
         self._idle: asyncio.Event | None = None
-        self._barrier: int | None = None
-        self._lockstep_seed: int | None = None
-        self._turn = 0
+        self.lockstep = Lockstep()
         self._held: list[tuple[int, list[int], SamplingConfig, asyncio.Future[VersionedGeneration]]] = []
 
     async def _build(self) -> Any:
@@ -84,7 +82,7 @@ class AsyncVLLMEngine:
 
     # ---------------------------------------------------------------- async API
     async def agenerate(self, prompt: Sequence[int], sampling: SamplingConfig, order: int = 0) -> VersionedGeneration:
-        if self._barrier is not None:
+        if self.lockstep.on:
             future: asyncio.Future[VersionedGeneration] = asyncio.get_running_loop().create_future()
             self._held.append((order, list(prompt), sampling, future))
             self._release_held()
@@ -92,15 +90,14 @@ class AsyncVLLMEngine:
         return await self._request(list(prompt), sampling, None)
 
     def begin_lockstep(self, barrier: int, seed: int | None) -> None:
-        self._barrier, self._lockstep_seed, self._turn = barrier, seed, 0
+        self.lockstep.begin(barrier, seed)
 
     def lower_barrier(self, by: int = 1) -> None:
-        if self._barrier is not None:
-            self._barrier -= by
-            self._release_held()
+        self.lockstep.lower(by)
+        self._release_held()
 
     def end_lockstep(self) -> None:
-        self._barrier = None
+        self.lockstep.end()
         self._release_held(force=True)
 
     async def async_sync_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
@@ -170,11 +167,10 @@ class AsyncVLLMEngine:
         return self._open, self._idle
 
     def _release_held(self, force: bool = False) -> None:
-        if not self._held or (not force and self._barrier is not None and len(self._held) < self._barrier):
+        if not self._held or not (force or self.lockstep.ready(len(self._held))):
             return
         held, self._held = sorted(self._held, key=lambda h: h[0]), []
-        seed = None if self._lockstep_seed is None else self._lockstep_seed + self._turn
-        self._turn += 1
+        seed = self.lockstep.next_seed()
         for i, (_, prompt, sampling, future) in enumerate(held):
             task = asyncio.get_running_loop().create_task(self._request(prompt, sampling, request_seed(seed, i)))
             task.add_done_callback(lambda t, f=future: _settle(f, t))
