@@ -1,15 +1,15 @@
-"""SearchTeam-v0: a planner and k searchers answer the Search-v0 questions together.
+"""SearchTeam-v1: a planner and k searchers answer the Search-v1 questions together.
 
 The planner sees the question and has ``delegate(worker, subquestion)`` and ``answer``; it
-cannot search. Each searcher has Search-v0's ``search`` and ``open`` and ``report(text)``,
+cannot search. Each searcher has Search-v1's ``search`` and ``open`` and ``report(text)``,
 which closes its task and puts the text into the planner's next observation. The team
-gets one reward, the Search-v0 score of the planner's answer, and every agent receives it.
+gets one reward, the Search-v1 score of the planner's answer, and every agent receives it.
 
-The tools, tasks and scorer are Search-v0's own: the team works over Search-v0's
+The tools, tasks and scorer are Search-v1's own: the team works over Search-v1's
 ``SearchFamily`` (it lives beside it), one instance shared by the searchers, so the corpus,
 the retriever (in-process BM25 or a retriever service), the question splits, the tool
 schemas and the grading are the same objects and the same fingerprint fields, and
-``reset(seed=s)`` draws the same question as Search-v0 does.
+``reset(seed=s)`` draws the same question as Search-v1 does.
 
 Who acts when: the planner acts at the start and whenever a report (or a notice that a
 searcher gave up) arrives, and also whenever nobody is working for it; a searcher acts
@@ -70,7 +70,7 @@ class _Report:
 
 
 class SearchTeamEnv(TeamEnv):
-    """A planner and ``num_searchers`` searchers on the Search-v0 tasks.
+    """A planner and ``num_searchers`` searchers on the Search-v1 tasks.
 
     Args:
         num_searchers: how many searchers (k >= 1).
@@ -86,7 +86,8 @@ class SearchTeamEnv(TeamEnv):
     """
 
     env_name = "SearchTeam"
-    metadata = {**TeamEnv.metadata, "name": "SearchTeam-v0"}
+    env_version = 1  # v1: Search-v1's questions (search-data-4) in the fingerprint's search fields
+    metadata = {**TeamEnv.metadata, "name": "SearchTeam-v1"}
     family_class = SearchFamily
 
     def __init__(self, num_searchers: int = 2, *, planner_max_turns: int = 6, searcher_max_turns: int = 12,
@@ -102,7 +103,7 @@ class SearchTeamEnv(TeamEnv):
         self.searcher_max_turns = searcher_max_turns
         self.searcher_turns_per_task = searcher_turns_per_task
         super().__init__(max_team_turns=max_team_turns, **kwargs)
-        # Search-v0's family: its data, retriever, tools and scorer, shared by the searchers.
+        # Search-v1's family: its data, retriever, tools and scorer, shared by the searchers.
         self.family: SearchFamily = self.new_family("search", split=self.split)  # type: ignore[assignment]
         self._reset_team_state()
 
@@ -111,7 +112,7 @@ class SearchTeamEnv(TeamEnv):
         return {PLANNER: "planner", **{s: "searcher" for s in self.searchers}}
 
     def _new_task(self, rng: np.random.Generator, options: dict[str, Any]) -> SearchTask:
-        return self.family.new_task(rng, self.split, options)  # the same tasks as Search-v0
+        return self.family.new_task(rng, self.split, options)  # the same tasks as Search-v1
 
     async def _start_episode(self, task: SearchTask) -> None:
         self._reset_team_state()  # the family's episode (the team's seen/opened docs) is open by now
@@ -132,7 +133,7 @@ class SearchTeamEnv(TeamEnv):
         return f"You are {agent}. Wait for a task from the planner; it will appear here."
 
     def _score(self, task: SearchTask, final: dict[str, Any]) -> tuple[float, dict[str, Any]]:
-        reward, diagnostics = self.family.score(task, final)  # the Search-v0 scorer
+        reward, diagnostics = self.family.score(task, final)  # the Search-v1 scorer
         return reward, {**diagnostics, "reports": len(self._reports), "delegations": self._delegations}
 
     def _wants_turn(self, agent: str) -> bool:
@@ -212,7 +213,7 @@ class SearchTeamEnv(TeamEnv):
                     schema, delegate, max_output_chars=400, timeout_s=2.0)
 
     def _answer_tool(self) -> Tool:
-        search_answer = self.family.tools(None)[ANSWER_TOOL]  # Search-v0's schema and checks
+        search_answer = self.family.tools(None)[ANSWER_TOOL]  # Search-v1's schema and checks
 
         async def answer(answer: str | int | float) -> str:
             out = await search_answer.fn(answer=answer)

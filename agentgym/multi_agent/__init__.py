@@ -9,7 +9,7 @@ registered team envs live beside their families (``agentgym.envs.search_team``,
 ``agentgym.envs.analysis_review``).
 
 >>> from agentgym import multi_agent
->>> env = multi_agent.make("SearchTeam-v0", num_searchers=2)
+>>> env = multi_agent.make("SearchTeam-v1", num_searchers=2)
 >>> env.possible_agents
 ['planner', 'searcher_0', 'searcher_1']
 """
@@ -18,6 +18,7 @@ from agentgym.multi_agent.base import EndReason, TeamEnv
 from agentgym.multi_agent.errors import UnknownAgentError, UnknownTeamEnvError
 from agentgym.multi_agent.policies import TeamPolicy, get_team_policy, oracle_team_policy, random_team_policy
 from agentgym.multi_agent.registry import (
+    LEGACY_IDS,
     MULTI_AGENT_ENVS,
     MultiAgentEnvSpec,
     is_multi_agent_env,
@@ -29,7 +30,7 @@ from agentgym.multi_agent.review import Proposal, ReviewTeamEnv
 from agentgym.multi_agent.runner import arun_team_episodes, run_team_episode, run_team_episodes
 
 __all__ = [
-    "MULTI_AGENT_ENVS", "EndReason", "MultiAgentEnvSpec", "Proposal", "ReviewTeamEnv", "TeamEnv", "TeamPolicy",
+    "LEGACY_IDS", "MULTI_AGENT_ENVS", "EndReason", "MultiAgentEnvSpec", "Proposal", "ReviewTeamEnv", "TeamEnv", "TeamPolicy",
     "UnknownAgentError",
     "UnknownTeamEnvError", "arun_team_episodes", "get_team_policy", "is_multi_agent_env", "make",
     "oracle_team_policy", "random_team_policy", "register", "run_team_episode", "run_team_episodes", "spec",

@@ -17,7 +17,7 @@ from typing import Any
 from agentgym.multi_agent.base import TeamEnv
 from agentgym.multi_agent.errors import UnknownTeamEnvError
 
-__all__ = ["MultiAgentEnvSpec", "MULTI_AGENT_ENVS", "make", "register", "is_multi_agent_env", "spec"]
+__all__ = ["MultiAgentEnvSpec", "MULTI_AGENT_ENVS", "LEGACY_IDS", "make", "register", "is_multi_agent_env", "spec"]
 
 _NAMESPACE = "agentgym/"
 
@@ -47,9 +47,9 @@ class MultiAgentEnvSpec:
 
 MULTI_AGENT_ENVS: list[MultiAgentEnvSpec] = [
     MultiAgentEnvSpec(
-        "agentgym/SearchTeam-v0", "agentgym.envs.search_team:SearchTeamEnv",
+        "agentgym/SearchTeam-v1", "agentgym.envs.search_team:SearchTeamEnv",
         ("delegate", "answer", "search", "open", "report"),
-        "Search-v0 questions by a planner and k searchers (num_searchers=2)", ("planner", "searcher"),
+        "Search-v1 questions by a planner and k searchers (num_searchers=2)", ("planner", "searcher"),
     ),
     MultiAgentEnvSpec(
         "agentgym/AnalysisReview-v1", "agentgym.envs.analysis_review:AnalysisReviewEnv",
@@ -59,6 +59,11 @@ MULTI_AGENT_ENVS: list[MultiAgentEnvSpec] = [
 ]
 
 
+LEGACY_IDS: dict[str, str] = {"agentgym/SearchTeam-v0": "agentgym/SearchTeam-v1"}
+"""Old ids that still make the current version while code and configs move over (as the
+single-agent ``agentgym.envs.LEGACY_IDS``); the fingerprint's ``env`` names what was made."""
+
+
 def _canonical(name: str) -> str:
     return name if "/" in name else _NAMESPACE + name  # another namespace ("myorg/...") stays
 
@@ -66,6 +71,7 @@ def _canonical(name: str) -> str:
 def spec(name: str) -> MultiAgentEnvSpec:
     """The spec registered under ``name`` (with or without the ``agentgym/`` namespace)."""
     env_id = _canonical(name)
+    env_id = LEGACY_IDS.get(env_id, env_id)
     for s in MULTI_AGENT_ENVS:
         if s.env_id == env_id:
             return s
@@ -77,7 +83,8 @@ def spec(name: str) -> MultiAgentEnvSpec:
 
 def is_multi_agent_env(name: str) -> bool:
     """Whether ``name`` is a registered multi-agent env (``agentgym run`` dispatches on it)."""
-    return any(s.env_id == _canonical(name) for s in MULTI_AGENT_ENVS)
+    env_id = _canonical(name)
+    return any(s.env_id == LEGACY_IDS.get(env_id, env_id) for s in MULTI_AGENT_ENVS)
 
 
 def register(new: MultiAgentEnvSpec) -> None:
@@ -101,6 +108,6 @@ def _entry_name(entry_point: str | Callable[..., TeamEnv]) -> str:
 
 
 def make(name: str, **kwargs: Any) -> TeamEnv:
-    """Build a registered multi-agent env: ``make("SearchTeam-v0", num_searchers=3)``."""
+    """Build a registered multi-agent env: ``make("SearchTeam-v1", num_searchers=3)``."""
     s = spec(name)
     return s.load()(**{**s.kwargs, **kwargs})

@@ -1,4 +1,4 @@
-"""Old import path of SearchTeam-v0, which now lives beside its family in
+"""Old import path of SearchTeam-v1, which now lives beside its family in
 :mod:`agentgym.envs.search_team`; kept so existing imports keep working."""
 
 from agentgym.envs.search_team import PLANNER, SearchTeamEnv

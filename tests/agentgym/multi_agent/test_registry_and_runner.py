@@ -18,7 +18,7 @@ register(PROBE)
 
 def test_specs_have_what_agentgym_envs_prints():
     ids = {s.env_id for s in MULTI_AGENT_ENVS}
-    assert {"agentgym/SearchTeam-v0", "agentgym/AnalysisReview-v1"} <= ids
+    assert {"agentgym/SearchTeam-v1", "agentgym/AnalysisReview-v1"} <= ids
     for s in MULTI_AGENT_ENVS:
         assert s.tools and s.summary and s.env_id.startswith("agentgym/")
 
@@ -26,11 +26,18 @@ def test_specs_have_what_agentgym_envs_prints():
 def test_make_with_and_without_namespace():
     assert multi_agent.make("ProbeTeam-v0", num_helpers=3).possible_agents[-1] == "helper_2"
     assert isinstance(multi_agent.make("agentgym/ProbeTeam-v0"), ProbeTeamEnv)
-    assert is_multi_agent_env("SearchTeam-v0") and not is_multi_agent_env("agentgym/Search-v0")
+    assert is_multi_agent_env("SearchTeam-v1") and not is_multi_agent_env("agentgym/Search-v1")
+
+
+def test_the_old_search_team_id_makes_v1_and_its_fingerprint_says_so():
+    assert is_multi_agent_env("SearchTeam-v0") and "agentgym/SearchTeam-v0" not in {s.env_id for s in MULTI_AGENT_ENVS}
+    env = multi_agent.make("agentgym/SearchTeam-v0", num_searchers=1)
+    assert env.fingerprint.fields["env"] == "agentgym/SearchTeam-v1"
+    assert env.fingerprint.fields["search"]["dataset_builder"] == "search-data-4"  # Search-v1's questions
 
 
 def test_registry_miss_suggests_the_closest_id():
-    with pytest.raises(UnknownTeamEnvError, match="Did you mean 'agentgym/SearchTeam-v0'"):
+    with pytest.raises(UnknownTeamEnvError, match="Did you mean 'agentgym/SearchTeam-v1'"):
         multi_agent.make("SearchTeem-v0")
 
 

@@ -1,11 +1,11 @@
-"""SearchTeam-v0: conformance, the oracle team, delegation rules and the no-hang guarantees."""
+"""SearchTeam-v1: conformance, the oracle team, delegation rules and the no-hang guarantees."""
 
 import json
 
 import gymnasium as gym
 import pytest
 
-import agentgym  # noqa: F401 - registers Search-v0 with gymnasium
+import agentgym  # noqa: F401 - registers Search-v1 with gymnasium
 from agentgym import multi_agent
 from agentgym.multi_agent.search_team import PLANNER
 from agentgym.multi_agent.testing import check_team_env
@@ -17,18 +17,18 @@ def call(name, **arguments):
 
 @pytest.fixture
 def env():
-    e = multi_agent.make("SearchTeam-v0", num_searchers=2)
+    e = multi_agent.make("SearchTeam-v1", num_searchers=2)
     yield e
     e.close()
 
 
 def test_checker_passes_for_several_team_sizes():
     for k in (1, 3):
-        check_team_env(multi_agent.make("SearchTeam-v0", num_searchers=k))
+        check_team_env(multi_agent.make("SearchTeam-v1", num_searchers=k))
 
 
-def test_same_seed_same_question_as_search_v0(env):
-    single = gym.make("agentgym/Search-v0")
+def test_same_seed_same_question_as_search_v1(env):
+    single = gym.make("agentgym/Search-v1")
     for seed in (0, 5, 11):
         _, info = single.reset(seed=seed)
         _, infos = env.reset(seed=seed)
@@ -38,7 +38,7 @@ def test_same_seed_same_question_as_search_v0(env):
 
 @pytest.mark.parametrize("k,split,n", [(2, "train", 150), (1, "validation", 60), (3, "test", 60)])
 def test_oracle_team_scores_at_least_99_percent(k, split, n):
-    report = multi_agent.run_team_episodes("SearchTeam-v0", "oracle", n, concurrency=8, seed=100,
+    report = multi_agent.run_team_episodes("SearchTeam-v1", "oracle", n, concurrency=8, seed=100,
                                            env_kwargs={"num_searchers": k, "split": split})
     assert report.lost == [] and report.completed == n
     assert report.success_rate >= 0.99, [e.info for e in report.episodes if not e.success][:3]
@@ -86,7 +86,7 @@ def test_unknown_worker_is_invalid_args(env):
 
 
 def test_a_searcher_that_never_reports_loses_its_task():
-    env = multi_agent.make("SearchTeam-v0", num_searchers=1, searcher_turns_per_task=2)
+    env = multi_agent.make("SearchTeam-v1", num_searchers=1, searcher_turns_per_task=2)
     env.reset(seed=3)
     env.step({PLANNER: call("delegate", worker="searcher_0", subquestion="A")})
     for _ in range(2):
@@ -99,7 +99,7 @@ def test_a_searcher_that_never_reports_loses_its_task():
 
 
 def test_a_searcher_out_of_turns_retires_and_the_planner_is_told():
-    env = multi_agent.make("SearchTeam-v0", num_searchers=2, searcher_max_turns=1)
+    env = multi_agent.make("SearchTeam-v1", num_searchers=2, searcher_max_turns=1)
     env.reset(seed=3)
     env.step({PLANNER: call("delegate", worker="searcher_1", subquestion="A")})
     obs, *_, infos = env.step({"searcher_1": call("search", query="x")})
@@ -110,7 +110,7 @@ def test_a_searcher_out_of_turns_retires_and_the_planner_is_told():
 
 
 def test_random_team_never_hangs():
-    report = multi_agent.run_team_episodes("SearchTeam-v0", "random", 10, concurrency=5, seed=0)
+    report = multi_agent.run_team_episodes("SearchTeam-v1", "random", 10, concurrency=5, seed=0)
     assert report.lost == [] and report.completed == 10
     assert all(e.info["end_reason"] in {"agent_exhausted", "team_turn_limit"} for e in report.episodes)
 
@@ -123,6 +123,6 @@ def test_two_answers_in_one_turn_are_not_scored(env):
 
 
 def test_fingerprint_has_search_fields_and_team_size():
-    a = multi_agent.make("SearchTeam-v0", num_searchers=2)
+    a = multi_agent.make("SearchTeam-v1", num_searchers=2)
     assert "corpus_version" in a.fingerprint.fields["search"]
-    assert str(a.fingerprint) != str(multi_agent.make("SearchTeam-v0", num_searchers=3).fingerprint)
+    assert str(a.fingerprint) != str(multi_agent.make("SearchTeam-v1", num_searchers=3).fingerprint)

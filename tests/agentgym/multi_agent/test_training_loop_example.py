@@ -4,7 +4,7 @@ from agentgym import multi_agent
 
 
 def test_shared_policy_loop_from_the_readme():
-    env = multi_agent.make("SearchTeam-v0", num_searchers=2)
+    env = multi_agent.make("SearchTeam-v1", num_searchers=2)
 
     def shared_policy(role: str, chat: list[dict]) -> str:  # stands in for one LLM for every role
         assert chat[0]["role"] == "system" and chat[0]["content"].startswith(f"[role: {role}]")
