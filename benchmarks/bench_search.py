@@ -1,4 +1,4 @@
-"""Search-v0 speed: index build, in-process query latency, the retriever service under 64
+"""Search-v1 speed: index build, in-process query latency, the retriever service under 64
 concurrent clients, and oracle episodes/s at concurrency 64.
 
 Run: ``.venv/bin/pytest benchmarks/bench_search.py --benchmark-only``.
@@ -70,7 +70,7 @@ def test_service_throughput_64_clients(benchmark, index, queries):
     benchmark.extra_info["batches_per_request"] = running.service.stats.batches / max(1, running.service.stats.requests)
 
 
-@pytest.mark.parametrize("env_id", ["agentgym/Search-v0", "agentgym/SearchR1-v0"])
+@pytest.mark.parametrize("env_id", ["agentgym/Search-v1", "agentgym/SearchR1-v1"])
 def test_oracle_episodes_per_s_concurrency_64(benchmark, env_id):
     episodes = 1024
     report = benchmark.pedantic(run_episodes, args=(env_id, oracle_policy, episodes, 64), rounds=3, iterations=1)
