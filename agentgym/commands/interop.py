@@ -26,8 +26,9 @@ def serve_env_command(env_id: str, env_kwargs: dict[str, Any], host: str, port: 
 
 def serve_mcp_command(tools: list[str], transport: str, host: str, port: int, search_kwargs: dict[str, Any]) -> int:
     """Serve agentgym's tools as an MCP server until interrupted (or stdin closes); the exit code."""
-    from agentgym.interop.mcp_server import serve_mcp
+    from agentgym.interop.mcp_server import check_transport, serve_mcp
 
+    check_transport(transport)
     if transport != "stdio":
         sys.stderr.write(f"serving MCP tools {','.join(tools)} on http://{host}:{port}/mcp\n")
     serve_mcp(tools, transport=transport, host=host, port=port, search_kwargs=search_kwargs)  # closes its own pools

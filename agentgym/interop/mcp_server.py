@@ -32,7 +32,7 @@ from agentgym.interop.extras import require
 from agentgym.parsing import ParsedCall
 from agentgym.tools import Tool
 
-__all__ = ["SERVABLE_TOOLS", "ServeConfig", "SessionSandboxes", "build_mcp_server", "serve_mcp"]
+__all__ = ["SERVABLE_TOOLS", "ServeConfig", "SessionSandboxes", "build_mcp_server", "check_transport", "serve_mcp"]
 
 SERVABLE_TOOLS = ("python", "search")
 """Tool groups ``serve-mcp`` offers: ``python`` (a persistent sandboxed interpreter) and
@@ -277,11 +277,16 @@ async def _run_stdio(server: Any) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
+def check_transport(transport: str) -> None:
+    """Raise ``ConfigError`` unless ``transport`` is one ``serve_mcp`` speaks."""
+    if transport not in ("stdio", "streamable-http"):
+        raise ConfigError(f"Expected transport 'stdio' or 'streamable-http', actual value: {transport!r}")
+
+
 def serve_mcp(tools: Sequence[str], *, transport: Transport = "stdio", host: str = "127.0.0.1", port: int = 8000,
               search_kwargs: dict[str, Any] | None = None) -> None:
     """Build the server and run it until stdin closes (stdio) or it is interrupted (HTTP)."""
-    if transport not in ("stdio", "streamable-http"):
-        raise ConfigError(f"Expected transport 'stdio' or 'streamable-http', actual value: {transport!r}")
+    check_transport(transport)
     config = ServeConfig(tools=tuple(tools), search_kwargs=dict(search_kwargs or {}))
     server = build_mcp_server(config, stdio=transport == "stdio")
     if transport == "stdio":

@@ -184,6 +184,14 @@ def _tagged(error: Exception) -> _ServedError:
     return _ServedError(f"{type(error).__name__}: {' '.join(str(error).split())}")
 
 
+def _make_one_before_serving(env_id: str, env_kwargs: dict[str, Any]) -> None:
+    """Make (and close) one env, so a bad kwarg value is the user's error now rather
+    than every session's failure later."""
+    import gymnasium as gym
+
+    gym.make(env_id, **env_kwargs).close()
+
+
 def openenv_app(env_id: str, env_kwargs: dict[str, Any] | None = None, *,
                 max_sessions: int = DEFAULT_MAX_SESSIONS) -> Any:
     """A FastAPI app serving ``env_id`` over OpenEnv's protocol (WebSocket ``/ws``,
@@ -199,6 +207,7 @@ def openenv_app(env_id: str, env_kwargs: dict[str, Any] | None = None, *,
 
     check_env_id(env_id, multi_agent=False)
     check_env_kwargs(env_id, dict(env_kwargs or {}))
+    _make_one_before_serving(env_id, dict(env_kwargs or {}))
     http_server = require("openenv.core.env_server.http_server", "openenv")
     types = openenv_types()
     factory = functools.partial(_environment_class(), env_id, dict(env_kwargs or {}))

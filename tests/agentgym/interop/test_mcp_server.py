@@ -25,19 +25,15 @@ def text(result) -> str:
     return "\n".join(block.text for block in result.content)
 
 
-async def test_an_mcp_client_runs_print_1_plus_1_and_gets_2():
+async def test_an_mcp_client_runs_print_1_plus_1_and_gets_2_in_a_sandbox_of_its_session():
     async with Client(serve_mcp_stdio()) as client:
         listed = {t.name: t for t in (await client.list_tools()).tools}
         assert set(listed) == {"python", "search", "open"}
         assert listed["python"].input_schema["required"] == ["code"]
         result = await client.call_tool("python", {"code": "print(1+1)"})
         assert not result.is_error and text(result).strip() == "2"
-
-
-async def test_the_sandbox_keeps_state_within_the_session_and_reports_agent_errors():
-    async with Client(serve_mcp_stdio(tools="python")) as client:
         await client.call_tool("python", {"code": "x = 41"})
-        assert "42" in text(await client.call_tool("python", {"code": "x + 1"}))
+        assert "42" in text(await client.call_tool("python", {"code": "x + 1"}))  # state kept in the session
         failed = await client.call_tool("python", {"code": "1/0"})
         assert failed.is_error and "ZeroDivisionError" in text(failed)
         escaped = await client.call_tool("python", {"code": "import os; os.listdir('/work')"})

@@ -134,7 +134,7 @@ def test_deadline_and_truncation_apply(server):
     env = ToolEnv(with_mcp_tools(ProbeFamily(), box))
     try:
         env.reset(seed=0)
-        obs, result, _ = _step(env, tc("slow", seconds=3))
+        obs, result, _ = _step(env, tc("slow", seconds=1.5))
         assert result["status"] == "timeout"
         obs, result, _ = _step(env, tc("big"))
         assert result["status"] == "ok" and result["truncated"] and result["original_chars"] == 20000
