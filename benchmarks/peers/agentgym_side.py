@@ -48,3 +48,26 @@ async def sandbox_backend(backend: str) -> dict:
 
 def run(backend: str) -> dict:
     return asyncio.run(sandbox_backend(backend))
+
+
+async def _search_remote(url: str, queries: list[str]) -> dict:
+    from agentgym.retrieval import RemoteRetriever
+    from workloads import SEARCH_TOPK, search_summary
+
+    client = RemoteRetriever(url)
+    latencies, titles = [], []
+    try:
+        wall = time.perf_counter()
+        for query in queries:
+            start = time.perf_counter()
+            docs = (await client.search([query], SEARCH_TOPK))[0]
+            latencies.append((time.perf_counter() - start) * 1e3)
+            titles.append(docs[0].title if docs else "")
+        return search_summary(latencies, time.perf_counter() - wall, titles)
+    finally:
+        await client.aclose()
+
+
+def search_remote(url: str, queries: list[str]) -> dict:
+    """agentgym's retriever client (what Search-v1's search tool calls), one query at a time."""
+    return asyncio.run(_search_remote(url, queries))

@@ -9,8 +9,12 @@ agentgym's process, package or tests. Compared:
    ``sandboxes.default_image()`` — no registry) and through agentgym's DockerSandbox;
 2. per-call latency of the Python tool of gem-llm and of skyrl-gym and of agentgym's
    sandboxes (process and Docker), with whether the tool keeps state between calls;
-3. search on the same corpus — reported as not comparable when a peer's client does not
-   speak the retriever protocol (see the printed reasons).
+3. search: the search tools of skyrl-gym and GEM and agentgym's retriever client, each
+   sending the same questions one at a time to the same ``agentgym serve-retriever`` (the
+   bundled corpus): latency and queries/s, and whether the top results agree. skyrl-gym
+   posts JSON ``{"query": q}``, which the service accepts; GEM posts msgpack to a server of
+   its own, so a small adapter on the peer side (``peer_side._GemAdapter``) translates, and
+   its hop is counted in GEM's latency.
 
 Options: ``--venv PATH``, ``--no-install``, ``--json FILE``.
 """
@@ -103,6 +107,76 @@ def ratio_rows(label: str, ours: dict, theirs: dict, peer_name: str) -> list[tup
     return rows
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serve_retriever() -> tuple[subprocess.Popen, str]:
+    """``agentgym serve-retriever`` on a free port, once its /health answers."""
+    import time
+    import urllib.request
+
+    port = _free_port()
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "agentgym"), "serve-retriever", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"{url}/health", timeout=2).read()
+            return proc, url
+        except OSError:
+            if proc.poll() is not None:
+                break
+            time.sleep(0.5)
+    proc.kill()
+    raise RuntimeError("agentgym serve-retriever did not come up")
+
+
+def search_rows(venv_path: Path, status: dict[str, str], results: dict) -> list[tuple]:
+    """The search tools of the peers and agentgym's client against one retriever service."""
+    import tempfile
+
+    import agentgym_side
+    from workloads import SEARCH_QUERIES
+
+    from tasks.search import load_default_dataset
+
+    queries = [q.question for q in load_default_dataset().questions("test")[:SEARCH_QUERIES]]
+    proc, url = _serve_retriever()
+    try:
+        ours = results["agentgym_search"] = agentgym_side.search_remote(url, queries)
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(queries, f)
+        rows = []
+        for name, key in (("skyrl-gym", "skyrl_search"), ("gem-llm", "gem_search")):
+            if status.get(name) != "ok":
+                results["not_compared"][f"search ({name})"] = "peer not installed"
+                continue
+            theirs = results[key] = peer(venv_path, key, url, f.name)
+            if "error" in theirs:
+                rows.append((f"search tool vs {name}", name, "-", "-", "-", f"could not run: {theirs['error']}"))
+                continue
+            agree = sum(a == b for a, b in zip(ours["top_titles"], theirs["top_titles"])) / len(queries)
+            note = f"{len(queries)} queries, same top result {agree:.0%}" + (" (via msgpack adapter)" if "gem" in key
+                                                                              else "")
+            rows.append((f"search tool vs {name}", "latency p50", ours["p50_ms"], theirs["p50_ms"],
+                         theirs["p50_ms"] / ours["p50_ms"], note))
+            rows.append((f"search tool vs {name}", "latency p99", ours["p99_ms"], theirs["p99_ms"],
+                         theirs["p99_ms"] / ours["p99_ms"], ""))
+            rows.append((f"search tool vs {name}", "queries/s", ours["queries_per_s"], theirs["queries_per_s"],
+                         ours["queries_per_s"] / theirs["queries_per_s"], "ratio = agentgym / peer"))
+        os.unlink(f.name)
+        return rows
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--venv", default="/tmp/agentgym-peers-venv")
@@ -145,12 +219,7 @@ def main() -> int:
             if "error" not in results["agentgym_docker"]:
                 rows += ratio_rows(f"python tool vs {name} (agentgym Docker sandbox)", results["agentgym_docker"],
                                    results[key], name)
-    results["not_compared"]["search (gem-llm)"] = (
-        "GEM's SearchTool posts msgpack {'query': q} to its own server; agentgym's retriever speaks "
-        "Search-R1's JSON {'queries': [...]} — no common protocol without an adapter")
-    results["not_compared"]["search (skyrl-gym)"] = (
-        "skyrl-gym's SearchToolGroup posts JSON {'query': q} (singular); agentgym's retriever expects "
-        "{'queries': [...]} and answers 400 — comparable once the service accepts 'query' as an alias")
+    rows += search_rows(venv_path, status, results)
 
     table = Table(title="agentgym vs peers (latency in ms; ratio = peer / agentgym, >1 means agentgym is faster)")
     for c in ("comparison", "metric", "agentgym", "peer", "ratio", "note"):
