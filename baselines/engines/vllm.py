@@ -21,8 +21,20 @@
   ``reload_weights(weights_iterator=..., is_checkpoint_format=True)``: vLLM's in-place
   reload that re-runs each layer's post-load processing (the CPU build repacks linear
   weights after loading, so a plain ``model.load_weights`` fails there), fusing q/k/v
-  and gate/up itself. The same path serves GPU workers on the trainer's host (one
-  device-to-host copy of the weights per sync; see :func:`sync_cost_bytes`).
+  and gate/up itself.
+* On CUDA-like platforms, when the trainer's weights are on the GPU, they go to the
+  workers without leaving it: vLLM 0.32's weight-transfer API with its ``ipc`` backend
+  (``weight_transfer_config={"backend": "ipc"}``). The trainer side
+  (``IPCTrainerWeightTransferEngine``) packs the engine-dtype tensors into one reusable
+  GPU buffer and passes CUDA IPC handles; each worker maps the buffer and loads with
+  vLLM's layer-wise reload (``start_weight_update``/``finish_weight_update``). ``LLM``
+  speaks that protocol with request dicts and its RPC is msgpack, so
+  :class:`LLMWeightSyncClient` adapts it and sends the handles pickled
+  (``ipc_handles_pickled``, as vLLM's own HTTP client does), which vLLM decodes only with
+  ``VLLM_ALLOW_INSECURE_SERIALIZATION=1``: set for the engine process this module starts
+  (its RPC is a local socket between our own processes). It assumes one trainer process
+  per GPU with the engine's workers on the trainer's GPUs (the colocated layout).
+  Otherwise (CPU, or weights on the host) the shared-memory file is used.
 
 vLLM's RL-facing APIs moved between releases. This module needs ``logprobs_mode``
 (0.10 series) and the worker's ``reload_weights`` (checked on the worker at the first
@@ -40,9 +52,9 @@ import os
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -50,13 +62,79 @@ from baselines.engines.base import Generation, SamplingConfig, strip_wrapper_pre
 from baselines.errors import EngineError, EngineUnavailableError
 
 __all__ = ["VLLMEngine", "MIN_VLLM_VERSION", "SharedWeights", "sampling_kwargs", "token_prompts", "outputs_to_generations",
-           "vllm_weight_items", "check_vllm_version", "request_seed"]
+           "vllm_weight_items", "check_vllm_version", "request_seed", "LLMWeightSyncClient", "WeightTransferPath",
+           "weight_transfer_path", "ipc_buffer_bytes"]
 
 logger = logging.getLogger(__name__)
 _ALIGN = 64  # byte alignment of each tensor in the shared file (any dtype can be viewed)
 
 MIN_VLLM_VERSION = (0, 10, 2)
 _EXTENSION = "baselines.engines.vllm_worker.WeightSyncExtension"
+_IPC_BUFFER_BYTES = 1 << 30  # vLLM's default packed buffer; raised to fit the largest tensor
+
+WeightTransferPath = Literal["cuda_ipc", "shared_memory"]
+
+
+def weight_transfer_path(platform_has_cuda_ipc: bool, tensors: Iterable[torch.Tensor]) -> WeightTransferPath:
+    """CUDA IPC when the platform has it and every weight is on a CUDA device, else the
+    shared-memory file (host weights, or vLLM's CPU build).
+
+    >>> weight_transfer_path(True, [torch.zeros(1)])
+    'shared_memory'
+    """
+    if platform_has_cuda_ipc and all(t.device.type == "cuda" for t in tensors):
+        return "cuda_ipc"
+    return "shared_memory"
+
+
+def ipc_buffer_bytes(named: Sequence[tuple[str, torch.Tensor]], dtype: torch.dtype) -> int:
+    """Size of the packed IPC buffer: vLLM's 1 GiB, or the largest tensor in ``dtype`` if
+    bigger (vLLM refuses a tensor that does not fit; a 7B model's embedding is 1.1 GB).
+
+    >>> ipc_buffer_bytes([("w", torch.zeros(4))], torch.bfloat16) == 1 << 30
+    True
+    """
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    largest = max((t.numel() * itemsize for _, t in named), default=0)
+    return max(_IPC_BUFFER_BYTES, largest)
+
+
+class LLMWeightSyncClient:
+    """vLLM's trainer-side ``VLLMWeightSyncClient`` protocol over an in-process ``LLM``.
+
+    ``LLM`` (vLLM 0.32, ``RLOfflineMixin``) takes ``{"init_info": ...}`` and
+    ``{"update_info": ...}`` request dicts where the trainer engines pass the infos
+    themselves; its RPC is msgpack, so CUDA IPC handles travel pickled and base64-encoded
+    in ``ipc_handles_pickled``.
+    """
+
+    def __init__(self, llm: Any) -> None:
+        self.llm = llm
+
+    def init_weight_transfer_engine(self, init_info: dict[str, Any]) -> None:
+        self.llm.init_weight_transfer_engine({"init_info": init_info})
+
+    def start_weight_update(self) -> None:
+        self.llm.start_weight_update()
+
+    def update_weights(self, update_info: dict[str, Any] | list[dict[str, Any]]) -> None:
+        infos = update_info if isinstance(update_info, list) else [update_info]
+        encoded = [_pickle_ipc_handles(info) for info in infos]
+        self.llm.update_weights({"update_info": encoded if isinstance(update_info, list) else encoded[0]})
+
+    def finish_weight_update(self, weight_version: str | None = None) -> None:
+        self.llm.finish_weight_update(weight_version)
+
+
+def _pickle_ipc_handles(info: dict[str, Any]) -> dict[str, Any]:
+    import base64
+    import pickle
+
+    if info.get("ipc_handles") is None:
+        return info
+    out = {k: v for k, v in info.items() if k != "ipc_handles"}
+    out["ipc_handles_pickled"] = base64.b64encode(pickle.dumps(info["ipc_handles"])).decode("ascii")
+    return out
 
 
 def check_vllm_version(version: str) -> tuple[int, ...]:
@@ -219,6 +297,10 @@ class VLLMEngine:
         kwargs: dict[str, Any] = {"kv_cache_memory_bytes": kv_cache_memory_bytes} if kv_cache_memory_bytes else {}
         if not platform.is_cpu():
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization
+        self.cuda_ipc = bool(platform.is_cuda_alike())
+        if self.cuda_ipc:
+            kwargs["weight_transfer_config"] = {"backend": "ipc"}
+            os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"  # pickled IPC handles (module docstring); inherited by the engine process
         self.llm = vllm.LLM(
             model=model_path, tensor_parallel_size=tensor_parallel_size, enable_sleep_mode=self.sleep_enabled,
             enforce_eager=enforce_eager, dtype=dtype, max_model_len=max_model_len, seed=seed,
@@ -227,6 +309,8 @@ class VLLMEngine:
         self.asleep = False
         self.shared = SharedWeights()
         self.last_sync_s = 0.0
+        self.last_sync_path: WeightTransferPath | None = None
+        self._ipc_ready = False
 
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig, seed: int | None = None) -> list[Generation]:
         """One completion per prompt. A ``seed`` gives each prompt its own derived seed:
@@ -246,21 +330,44 @@ class VLLMEngine:
                 for o, seq in zip(outputs, sequences, strict=True)]
 
     def sync_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
-        """Load new weights in place through shared memory (module docstring). Wakes
-        only the weights when asleep (no KV cache), then the rest."""
+        """Load new weights in place, by CUDA IPC or through shared memory (module
+        docstring). Wakes only the weights when asleep (no KV cache), then the rest."""
         t0 = time.perf_counter()
         if self.asleep:
             self.llm.wake_up(tags=["weights"])
-        items = [(k, v.to(self.dtype)) for k, v in vllm_weight_items(state_dict, self.tied)]
-        manifest = self.shared.write(items)
-        loaded = self.llm.collective_rpc("agentgym_reload_from_shared", args=(str(self.shared.path), manifest))
-        if any(n != len(manifest) for n in loaded):
-            raise EngineError(f"vLLM workers loaded {loaded} of {len(manifest)} tensors.")
+        named = list(vllm_weight_items(state_dict, self.tied))
+        self.last_sync_path = weight_transfer_path(self.cuda_ipc, (t for _, t in named))
+        if self.last_sync_path == "cuda_ipc":
+            self._send_by_cuda_ipc(named)
+        else:
+            self._send_by_shared_memory([(k, v.to(self.dtype)) for k, v in named])
         if self.asleep:
             self.llm.wake_up(tags=["kv_cache"])
             self.asleep = False
         self.llm.reset_prefix_cache()
         self.last_sync_s = time.perf_counter() - t0
+
+    def _send_by_shared_memory(self, items: list[tuple[str, torch.Tensor]]) -> None:
+        manifest = self.shared.write(items)
+        loaded = self.llm.collective_rpc("agentgym_reload_from_shared", args=(str(self.shared.path), manifest))
+        if any(n != len(manifest) for n in loaded):
+            raise EngineError(f"vLLM workers loaded {loaded} of {len(manifest)} tensors.")
+
+    def _send_by_cuda_ipc(self, named: list[tuple[str, torch.Tensor]]) -> None:
+        """vLLM's IPC weight transfer, packed (one reusable GPU buffer, chunked); each
+        tensor is cast to the engine dtype as it is packed, never all at once."""
+        from vllm.distributed.weight_transfer.ipc_engine import IPCTrainerInitInfo, IPCTrainerWeightTransferEngine
+
+        buffer = ipc_buffer_bytes(named, self.dtype)
+        init = IPCTrainerInitInfo(rank=0, packed=True, packed_buffer_size_bytes=buffer)
+        client = LLMWeightSyncClient(self.llm)
+        source = _items_source(named, self.dtype)
+        if self._ipc_ready:  # the workers already hold the init info; only the trainer side is rebuilt
+            sender = IPCTrainerWeightTransferEngine(client=client, source=source, packed=True, packed_buffer_size_bytes=buffer)
+        else:
+            sender = IPCTrainerWeightTransferEngine.trainer_init(init, client=client, source=source)
+            self._ipc_ready = True
+        sender.send_weights()
 
     def sleep(self) -> None:
         """Free weights and KV cache (level 1); a no-op without sleep mode."""
@@ -278,6 +385,21 @@ class VLLMEngine:
         """Remove the shared weights file and shut the engine down."""
         self.shared.close()
         self.llm.llm_engine.engine_core.shutdown()  # the engine-core process; vLLM 0.32's LLM has no shutdown()
+
+
+def _items_source(named: list[tuple[str, torch.Tensor]], dtype: torch.dtype) -> Any:
+    """A vLLM ``WeightSource`` over checkpoint-named tensors, cast to ``dtype`` one at a
+    time as they are read (the class is defined on first use: its base is vLLM's)."""
+    from vllm.distributed.weight_transfer.base import ParamMeta, WeightSource
+
+    class ItemsSource(WeightSource):
+        def metadata(self) -> list[ParamMeta]:
+            return [ParamMeta(name, dtype, tuple(t.shape)) for name, t in named]
+
+        def __iter__(self) -> Iterator[tuple[str, torch.Tensor]]:
+            return ((name, t.to(dtype)) for name, t in named)
+
+    return ItemsSource()
 
 
 def _import_vllm() -> tuple[Any, Any]:

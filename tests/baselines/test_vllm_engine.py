@@ -125,3 +125,26 @@ def test_sync_weights_makes_the_engine_score_with_the_new_weights(engine, hf_mod
     with capsys.disabled():
         n = sum(p.numel() for p in hf_model.parameters())
         print(f"\nvLLM sync_weights: {n / 1e6:.2f}M params (fp32) in {seconds:.3f}s (first sync), {engine.last_sync_s:.3f}s (second)")
+
+
+def test_cuda_ipc_payload_and_source_are_what_vllm_accepts(monkeypatch):
+    """The GPU path's pieces against vLLM's own classes (no GPU needed): our pickled
+    payload decodes into ``IPCWeightTransferUpdateInfo``, and our ``WeightSource`` casts
+    to the engine dtype as it is read."""
+    from vllm.distributed.weight_transfer.base import WeightSource
+    from vllm.distributed.weight_transfer.ipc_engine import IPCWeightTransferUpdateInfo
+
+    from baselines.engines.vllm import LLMWeightSyncClient, _items_source
+
+    sent = []
+    client = LLMWeightSyncClient(type("LLM", (), {"update_weights": lambda self, request: sent.append(request["update_info"])})())
+    handles = {"GPU-1": ("args", 1, (2, 3))}
+    client.update_weights({"names": ["a"], "dtype_names": ["bfloat16"], "shapes": [[2, 3]], "ipc_handles": handles, "tensor_sizes": [12]})
+    monkeypatch.setenv("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
+    info = IPCWeightTransferUpdateInfo(**sent[0])
+    assert info.ipc_handles == handles and info.names == ["a"]
+
+    source = _items_source([("model.embed_tokens.weight", torch.ones(2, 3))], torch.bfloat16)
+    assert isinstance(source, WeightSource)
+    assert [(m.name, m.dtype, m.shape) for m in source.metadata()] == [("model.embed_tokens.weight", torch.bfloat16, (2, 3))]
+    assert [t.dtype for _, t in source] == [torch.bfloat16]

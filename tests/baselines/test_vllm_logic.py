@@ -83,3 +83,63 @@ def test_engine_without_vllm_says_how_to_fix():
     except ImportError:
         with pytest.raises(EngineUnavailableError, match="rollout.engine=hf"):
             VLLMEngine("/nonexistent")
+
+
+# ------------------------------------------------------ GPU weight path (CUDA IPC)
+def test_cuda_ipc_only_for_cuda_weights_on_a_platform_with_it():
+    from baselines.engines.vllm import weight_transfer_path
+
+    on_gpu = [NS(device=torch.device("cuda", 0)), NS(device=torch.device("cuda", 0))]
+    assert weight_transfer_path(True, on_gpu) == "cuda_ipc"
+    assert weight_transfer_path(False, on_gpu) == "shared_memory"  # vLLM's CPU build
+    assert weight_transfer_path(True, on_gpu + [NS(device=torch.device("cpu"))]) == "shared_memory"  # host weights
+
+
+def test_ipc_buffer_fits_the_largest_tensor_in_the_engine_dtype():
+    from baselines.engines.vllm import ipc_buffer_bytes
+
+    embedding_7b = torch.empty(152_064, 3_584, device="meta")  # fp32 master weights, sent as bf16: 1.09 GB
+    assert ipc_buffer_bytes([("embed", embedding_7b), ("norm", torch.empty(3_584, device="meta"))], torch.bfloat16) == 152_064 * 3_584 * 2
+    assert ipc_buffer_bytes([("norm", torch.empty(3_584, device="meta"))], torch.bfloat16) == 1 << 30
+
+
+class _RecordingLLM:
+    """The four weight-transfer methods of vLLM 0.32's ``LLM`` (``RLOfflineMixin``),
+    with its signatures: request dicts in, nothing out."""
+
+    def __init__(self):
+        self.calls = []
+
+    def init_weight_transfer_engine(self, request):
+        self.calls.append(("init", request["init_info"]))
+
+    def start_weight_update(self):
+        self.calls.append(("start", None))
+
+    def update_weights(self, request):
+        self.calls.append(("update", request["update_info"]))
+
+    def finish_weight_update(self, weight_version=None):
+        self.calls.append(("finish", weight_version))
+
+
+def test_llm_client_wraps_requests_and_sends_ipc_handles_pickled():
+    import base64
+    import pickle
+
+    from baselines.engines.vllm import LLMWeightSyncClient
+
+    llm = _RecordingLLM()
+    client = LLMWeightSyncClient(llm)
+    handles = {"GPU-1234": (torch.Tensor, (4,), (1,), 0, "storage", torch.bfloat16, 0, b"\x00handle")}
+    client.init_weight_transfer_engine({"packed": True})
+    client.start_weight_update()
+    client.update_weights({"names": ["w"], "dtype_names": ["bfloat16"], "shapes": [[4]], "ipc_handles": handles, "tensor_sizes": [8]})
+    client.finish_weight_update()
+    assert [c[0] for c in llm.calls] == ["init", "start", "update", "finish"]
+    assert llm.calls[0][1] == {"packed": True}
+    sent = llm.calls[2][1]
+    assert "ipc_handles" not in sent and sent["names"] == ["w"] and sent["tensor_sizes"] == [8]
+    assert pickle.loads(base64.b64decode(sent["ipc_handles_pickled"])) == handles
+    client.update_weights([{"names": [], "dtype_names": [], "shapes": [], "ipc_handles": None}])  # per-rank list, nothing to pickle
+    assert llm.calls[-1] == ("update", [{"names": [], "dtype_names": [], "shapes": [], "ipc_handles": None}])
