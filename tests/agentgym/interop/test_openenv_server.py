@@ -73,3 +73,40 @@ async def test_reset_options_pick_the_task(search_url):
         result = await client.reset(options={"task_id": info["task_id"]})
         assert result.observation["info"]["task_id"] == info["task_id"]
     local.close()
+
+
+def _containers_of(pid: int) -> list[str]:
+    import socket
+
+    import docker
+
+    from sandboxes.reaper import OWNER_LABEL
+
+    client = docker.from_env()
+    try:
+        listed = client.api.containers(all=True, filters={"label": OWNER_LABEL})
+    finally:
+        client.close()
+    prefix = f"{socket.gethostname()}:{pid}:"
+    return [c["Id"] for c in listed if c["Labels"].get(OWNER_LABEL, "").startswith(prefix)]
+
+
+@pytest.mark.docker
+async def test_a_sandboxed_env_over_openenv_runs_code_and_leaves_no_container_when_stopped():
+    import time
+
+    port = free_port()
+    with agentgym_server(["serve-env", "agentgym/DataAnalysis-v1", "--port", str(port), "-k", "backend=docker"],
+                         f"http://127.0.0.1:{port}/health", timeout_s=300) as proc:
+        async with GenericEnvClient(base_url=f"http://127.0.0.1:{port}", message_timeout_s=300) as client:
+            await client.reset(seed=0)
+            result = await client.step({"text": '<tool_call>{"name": "python", "arguments": {"code": "print(1+1)"}}</tool_call>'})
+            assert result.observation["info"]["tool_results"][0]["status"] == "ok"
+            assert "2" in result.observation["text"] and not result.observation["info"]["infra_failed"]
+            assert _containers_of(proc.pid), "the episode's sandbox should be a container of the server"
+            proc.terminate()  # stopped the way a user stops it, with the session and its episode open
+            proc.wait(60)  # uvicorn shuts down, then re-raises the signal: the exit status is -SIGTERM
+    deadline = time.monotonic() + 60
+    while _containers_of(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _containers_of(proc.pid) == []
