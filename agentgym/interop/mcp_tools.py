@@ -143,6 +143,7 @@ class MCPToolbox:
         self._lock = asyncio.Lock()
         self._tools: list[Tool] = []
         self._server_names: dict[str, str] = {}
+        self._holders = 0
 
     @classmethod
     async def open(cls, server: Any, options: MCPToolOptions | None = None) -> "MCPToolbox":
@@ -206,6 +207,17 @@ class MCPToolbox:
             raise AgentError(text)
         return text
 
+    def hold(self) -> None:
+        """Count one more family using this toolbox (see :meth:`release`)."""
+        self._holders += 1
+
+    async def release(self) -> None:
+        """One family is done with the toolbox; the last one closes the connection, so
+        the same toolbox can serve many envs (a vector of them) and closes with the last."""
+        self._holders = max(0, self._holders - 1)
+        if self._holders == 0:
+            await self.aclose()
+
     async def aclose(self) -> None:
         """Close the connection (a stdio server process ends with it). Safe to call twice."""
         conn, self._conn = self._conn, None
@@ -257,16 +269,18 @@ class MCPToolsFamily(TaskFamily):
     whose MCP server changed its tools no longer matches one from before.
     """
 
-    def __init__(self, family: TaskFamily, toolboxes: Sequence[MCPToolbox], *, owns_toolboxes: bool = True) -> None:
+    def __init__(self, family: TaskFamily, toolboxes: Sequence[MCPToolbox]) -> None:
         self.family = family
         self.toolboxes = list(toolboxes)
-        self.owns_toolboxes = owns_toolboxes
         self.name, self.version = family.name, family.version
         self.splits, self.reset_options = family.splits, family.reset_options
         clash = _name_clashes(family.tools(None), self.toolboxes)
         if clash:
             raise ConfigError(f"Expected MCP tool names distinct from the family's tools and each other, "
                               f"actual value: {sorted(clash)} twice; mount the server with MCPToolOptions(prefix=...)")
+        for box in self.toolboxes:
+            box.hold()
+        self._released = False
 
     def new_task(self, rng: np.random.Generator, split: str, options: dict[str, Any]) -> Any:
         return self.family.new_task(rng, split, options)
@@ -300,9 +314,10 @@ class MCPToolsFamily(TaskFamily):
 
     async def aclose(self) -> None:
         await self.family.aclose()
-        if self.owns_toolboxes:
+        if not self._released:  # an env may close twice; each family releases its toolboxes once
+            self._released = True
             for box in self.toolboxes:
-                await box.aclose()
+                await box.release()
 
 
 def _name_clashes(own: dict[str, Tool], toolboxes: Sequence[MCPToolbox]) -> set[str]:
@@ -314,7 +329,8 @@ def _name_clashes(own: dict[str, Tool], toolboxes: Sequence[MCPToolbox]) -> set[
 
 
 def with_mcp_tools(family: TaskFamily, *toolboxes: MCPToolbox) -> MCPToolsFamily:
-    """``family`` with the tools of ``toolboxes`` added (closed with the env).
+    """``family`` with the tools of ``toolboxes`` added. A toolbox may serve many
+    families (one per env of a vector); it closes with the last env that uses it.
 
     >>> from agentgym.envs.calculator import CalculatorFamily
     >>> sorted(with_mcp_tools(CalculatorFamily()).tools(None))

@@ -177,3 +177,18 @@ def test_a_missing_extra_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "mcp", None)  # makes `import mcp` fail
     with pytest.raises(MissingExtraError, match=r"pip install 'agentgym\[mcp\]'"):
         require("mcp", "mcp")
+
+
+def test_one_toolbox_serves_many_envs_and_closes_with_the_last(server):
+    box = MCPToolbox.open_sync(server)
+    first, second = ToolEnv(with_mcp_tools(ProbeFamily(), box)), ToolEnv(with_mcp_tools(ProbeFamily(), box))
+    first.reset(seed=0)
+    connection = box._conn
+    first.close()
+    first.close()  # twice: still one release
+    assert box._conn is connection  # still open for the second env
+    second.reset(seed=0)
+    obs, result, _ = _step(second, tc("add", a=20, b=22))
+    assert result["status"] == "ok" and "42" in obs  # the first env's close left the connection open
+    second.close()
+    assert box._conn is None  # the last env closed it (the server process ends with it)
