@@ -149,6 +149,7 @@ def search_rows(venv_path: Path, status: dict[str, str], results: dict) -> list[
     queries = [q.question for q in load_default_dataset().questions("test")[:SEARCH_QUERIES]]
     proc, url = _serve_retriever()
     try:
+        agentgym_side.search_remote(url, queries)  # warm-up: the service's caches are warm for every side
         ours = results["agentgym_search"] = agentgym_side.search_remote(url, queries)
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(queries, f)
