@@ -63,6 +63,7 @@ def dataset_report_command(env_id: str, env_kwargs: dict[str, Any], json_out: bo
     gaps = report["max_gap_pp"]
     console.print(f"largest gap between splits: template {gaps['template']} pp, hops {gaps['hops']} pp; "
                   f"answer overlap with train: {report['answer_overlap_with_train']}")
+    console.print(f"questions failing their template's grammar: {len(report['broken_wording'])}")
     audit = report["audit"]
     if audit is not None:
         console.print(f"quality gate kept {sum(audit['kept'].values())}, rejected:")

@@ -16,6 +16,7 @@ from tasks.search.grading import normalize_answer
 from tasks.search.quality import QualityAudit
 from tasks.search.questions import Question
 from tasks.search.splits import split_balance
+from tasks.search.templates import TEMPLATES, match_template
 
 __all__ = ["dataset_report"]
 
@@ -28,6 +29,12 @@ def _answer_overlap(splits: Mapping[str, Sequence[Question]], reference: str = "
             shared = sum(any(normalize_answer(a) in seen for a in q.golden_answers) for q in questions)
             out[split] = shared / len(questions)
     return out
+
+
+def _broken_wording(splits: Mapping[str, Sequence[Question]]) -> list[str]:
+    """Ids of bundled-template questions whose text does not read as their template (and it only)."""
+    return [q.id for qs in splits.values() for q in qs
+            if q.template in TEMPLATES and match_template(q.question) != [q.template]]
 
 
 def dataset_report(splits: Mapping[str, Sequence[Question]], audit: QualityAudit | None = None) -> dict[str, Any]:
@@ -45,6 +52,7 @@ def dataset_report(splits: Mapping[str, Sequence[Question]], audit: QualityAudit
         "max_gap_pp": {"template": round(split_balance(splits, lambda q: q.template), 2),
                        "hops": round(split_balance(splits, lambda q: q.num_hops), 2)},
         "answer_overlap_with_train": {s: round(v, 4) for s, v in _answer_overlap(splits).items()},
+        "broken_wording": _broken_wording(splits),
         "audit": None if audit is None else {"rejected_by_reason": dict(audit.by_reason().most_common()),
                                              **audit.to_json()},
     }

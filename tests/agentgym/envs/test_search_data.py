@@ -60,6 +60,7 @@ def test_dataset_report_prints_histograms_gaps_and_the_audit():
     assert report["max_gap_pp"]["template"] <= 3 and report["max_gap_pp"]["hops"] <= 3
     assert set(report["hops"]["test"]) == {"1", "2", "3", "4"}
     assert report["answer_overlap_with_train"] == {"validation": 0.0, "test": 0.0}
+    assert report["broken_wording"] == []
     assert report["audit"]["rejected_by_reason"]["compound nationality (no single home country)"] > 0
     text = CliRunner().invoke(app, ["dataset-report", "agentgym/Search-v1"])
     assert "templates per split" in text.output and "home_countries_more_populous" in text.output

@@ -64,3 +64,12 @@ def test_a_template_whose_answers_repeat_keeps_its_share():
     splits = split_questions(questions, seed=3, max_per_answer=12)
     assert split_balance(splits, lambda q: q.template) <= 3.0
     assert all(sum(q.template == "repeats" for q in qs) >= 30 for qs in splits.values())
+
+
+def test_the_report_finds_broken_wording_that_got_in(splits):
+    from tasks.search.report import dataset_report
+
+    broken = Question("capital_of_country:x", "What is the capital of the and American?", ("x",),
+                      (Hop("d", "x"),), "capital_of_country")
+    assert dataset_report(splits)["broken_wording"] == []
+    assert dataset_report({**splits, "test": [*splits["test"], broken]})["broken_wording"] == [broken.id]
