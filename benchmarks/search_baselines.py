@@ -36,7 +36,7 @@ def run_policies(env, questions) -> dict[str, dict[int, float]]:
         rewards: dict[int, list[float]] = defaultdict(list)
         for q in questions:
             obs, info = env.reset(options={"task_id": q.id})
-            reward, done = 0.0, False
+            reward = 0.0
             for _ in range(10):
                 obs, reward, term, trunc, info = env.step(policy(env, obs, info))
                 if term or trunc:
@@ -60,7 +60,9 @@ def retrieval_facts(retriever, corpus, questions) -> dict[str, dict[int, float]]
             kind = [_kind(h.doc_id) == _kind(doc_id) for h in others]
             same_kind[q.num_hops].append(any(kind))
             near_miss[q.num_hops].append(any(kind) or any(title.casefold() in h.title.casefold() for h in others))
-    rate = lambda d: {h: sum(v) / len(v) for h, v in sorted(d.items())}  # noqa: E731
+    def rate(d: dict[int, list[bool]]) -> dict[int, float]:
+        return {h: sum(v) / len(v) for h, v in sorted(d.items())}
+
     return {"one_search_wrong_entity": rate(wrong), "hop_query_same_kind_in_top5": rate(same_kind),
             "hop_query_near_miss_in_top5": rate(near_miss)}
 

@@ -61,8 +61,8 @@ def test_no_tool_answers_its_templates_most_frequent_training_answer(search_env)
     ("What is the capital of Peru?", "Peru (country profile)", "Peru is a country. The capital of Peru is Lima.", "Lima"),
     ("Who was born earlier, Ada Lovelace or Alan Turing?", "Alan Turing", "English scientist (1912–1954).",
      "Alan Turing"),
-    ("Which country borders both Chile and Peru?", "Chile (country profile)", "Chile borders Peru, Bolivia and "
-     "Argentina.", "Bolivia"),
+    ("Which country borders both Chile and Peru?", "Chile (country profile)",
+     "Chile borders Peru, Bolivia and Argentina.", "Bolivia"),
 ])
 def test_the_one_search_span_heuristic(question, title, text, expected):
     assert top_result_span(question, title, text) == expected

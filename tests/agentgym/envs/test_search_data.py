@@ -17,7 +17,7 @@ def test_hops_draws_only_questions_that_need_that_many_documents(hops):
     env = gym.make("agentgym/Search-v1", split="validation", hops=hops)
     drawn = set()
     for seed in range(20):
-        obs, info = env.reset(seed=seed)
+        env.reset(seed=seed)
         question = env.unwrapped.task.question
         assert question.num_hops == hops and len(set(question.supporting_doc_ids)) == hops
         drawn.add(question.template)
