@@ -15,11 +15,11 @@ import gymnasium as gym
 import pytest
 
 import agentgym  # noqa: F401
+from agentgym.interop.launch import agentgym_server, free_port
 from agentgym.interop.mcp_tools import MCPToolbox
 from agentgym.interop.openenv_client import openenv_env
 from agentgym.runtime import run_sync
 from agentgym.wrappers import areset, astep
-from agentgym.interop.launch import agentgym_server, free_port
 
 CALCULATE = f'<tool_call>{json.dumps({"name": "calculate", "arguments": {"expression": "6*7"}})}</tool_call>'
 ANSWER = f'<tool_call>{json.dumps({"name": "answer", "arguments": {"answer": 0}})}</tool_call>'

@@ -18,8 +18,15 @@ import importlib
 from typing import Any
 
 __all__ = [
-    "MissingExtraError", "MCPToolbox", "MCPToolOptions", "with_mcp_tools",
-    "build_mcp_server", "serve_mcp", "openenv_app", "openenv_env", "OpenEnvTextEnv",
+    "MCPToolOptions",
+    "MCPToolbox",
+    "MissingExtraError",
+    "OpenEnvTextEnv",
+    "build_mcp_server",
+    "openenv_app",
+    "openenv_env",
+    "serve_mcp",
+    "with_mcp_tools",
 ]
 
 _WHERE = {

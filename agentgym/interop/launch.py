@@ -21,7 +21,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["free_port", "agentgym_server", "ServerStartError"]
+__all__ = ["ServerStartError", "agentgym_server", "free_port"]
 
 
 class ServerStartError(RuntimeError):
@@ -56,7 +56,7 @@ def agentgym_server(args: list[str], health_url: str, timeout_s: float = 120.0, 
         log.close()
 
 
-def _wait_until_answering(proc: subprocess.Popen, log: "tempfile._TemporaryFileWrapper[bytes]", args: list[str],
+def _wait_until_answering(proc: subprocess.Popen, log: tempfile._TemporaryFileWrapper[bytes], args: list[str],
                           health_url: str, timeout_s: float, accept_http_error: bool) -> None:
     deadline = time.monotonic() + timeout_s
     while True:

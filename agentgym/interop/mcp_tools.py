@@ -30,7 +30,7 @@ from agentgym.family import ANSWER_TOOL, EpisodeView, TaskFamily
 from agentgym.interop.extras import require
 from agentgym.tools import Tool
 
-__all__ = ["MCPToolbox", "MCPToolOptions", "MCPToolsFamily", "with_mcp_tools", "render_tool_result"]
+__all__ = ["MCPToolOptions", "MCPToolbox", "MCPToolsFamily", "render_tool_result", "with_mcp_tools"]
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class _Connection:
         self._holder: asyncio.Task[None] | None = None
 
     @classmethod
-    async def open(cls, server: Any, timeout_s: float) -> "_Connection":
+    async def open(cls, server: Any, timeout_s: float) -> _Connection:
         conn = cls()
         ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         conn._holder = asyncio.create_task(conn._hold(server, ready), name="agentgym-mcp-connection")
@@ -146,7 +146,7 @@ class MCPToolbox:
         self._holders = 0
 
     @classmethod
-    async def open(cls, server: Any, options: MCPToolOptions | None = None) -> "MCPToolbox":
+    async def open(cls, server: Any, options: MCPToolOptions | None = None) -> MCPToolbox:
         """Connect and read the server's tool list (raises ``InfraError`` if it cannot)."""
         box = cls(server, options)
         try:
@@ -157,7 +157,7 @@ class MCPToolbox:
         return box
 
     @classmethod
-    def open_sync(cls, server: Any, options: MCPToolOptions | None = None) -> "MCPToolbox":
+    def open_sync(cls, server: Any, options: MCPToolOptions | None = None) -> MCPToolbox:
         """:meth:`open` on agentgym's runtime loop, where ``ToolEnv``'s tools run."""
         from agentgym.runtime import run_sync
 

@@ -29,14 +29,19 @@ from typing import Any, ClassVar, SupportsFloat
 
 import gymnasium as gym
 
-from agentgym.errors import EpisodeFinishedError, InfraError, InvalidOptionError, ResetNeededError
+from agentgym.errors import (
+    EpisodeFinishedError,
+    InfraError,
+    InvalidOptionError,
+    ResetNeededError,
+)
 from agentgym.executor import RetryPolicy
 from agentgym.interop.extras import require
 from agentgym.runtime import run_sync
 from agentgym.spaces import UnicodeText
 from agentgym.telemetry import Telemetry
 
-__all__ = ["OpenEnvTextEnv", "openenv_env", "TELEMETRY_NAME"]
+__all__ = ["TELEMETRY_NAME", "OpenEnvTextEnv", "openenv_env"]
 
 TELEMETRY_NAME = "openenv"
 _INFRA_CODES = ("CAPACITY_REACHED", "FACTORY_ERROR", "SESSION_ERROR")

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from agentgym.interop.extras import require
 
-__all__ = ["openenv_app", "openenv_types", "jsonable"]
+__all__ = ["jsonable", "openenv_app", "openenv_types"]
 
 T = TypeVar("T")
 
@@ -61,7 +61,7 @@ def jsonable(value: Any) -> Any:
     return finite(json.loads(json.dumps(value, default=default)))
 
 
-def _on_runtime_loop(coro: Coroutine[Any, Any, T]) -> "asyncio.Future[T]":
+def _on_runtime_loop(coro: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
     from agentgym.runtime import get_loop
 
     return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, get_loop()))

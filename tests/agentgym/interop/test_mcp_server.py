@@ -5,12 +5,15 @@ import os
 import sys
 
 import pytest
-from mcp import Client, StdioServerParameters  # agentgym[mcp], installed by make install
+from mcp import (  # agentgym[mcp], installed by make install
+    Client,
+    StdioServerParameters,
+)
 
 from agentgym import ToolEnv
+from agentgym.interop.launch import agentgym_server, free_port
 from agentgym.interop.mcp_tools import MCPToolbox, MCPToolOptions, with_mcp_tools
 from agentgym.testing import ProbeFamily
-from agentgym.interop.launch import agentgym_server, free_port
 
 
 def serve_mcp_stdio(backend: str | None = "process", tools: str = "python,search") -> StdioServerParameters:

@@ -6,7 +6,6 @@ import sys
 import textwrap
 
 import pytest
-
 from mcp import StdioServerParameters  # agentgym[mcp], installed by make install
 
 from agentgym import ToolEnv

@@ -5,13 +5,12 @@ episode), a rejected action is the agent's error."""
 import sys
 import textwrap
 
-import gymnasium as gym
 import pytest
 
 import agentgym  # noqa: F401
 from agentgym.errors import InfraError
+from agentgym.interop.launch import free_port
 from agentgym.interop.openenv_client import TELEMETRY_NAME, openenv_env
-from agentgym.interop.launch import agentgym_server, free_port
 
 # A third-party OpenEnv env, written with openenv-core alone: a counter that fails on
 # "bad" (the action's fault) and kills its server on "die" (the infrastructure's).
@@ -160,25 +159,3 @@ def test_a_full_server_is_retried_then_an_infra_error(counter):
         assert third.reset()[0] == "say 'up' three times"  # the slot came back when the holder closed
     finally:
         third.close()
-
-
-def test_an_agentgym_server_round_trips_reward_and_fingerprint():
-    port = free_port()
-    with agentgym_server(["serve-env", "agentgym/Calculator-v0", "--port", str(port)],
-                         f"http://127.0.0.1:{port}/health"):
-        local = gym.make("agentgym/Calculator-v0")
-        remote = openenv_env(f"http://127.0.0.1:{port}")
-        try:
-            text, info = remote.reset(seed=4)
-            local_text, local_info = local.reset(seed=4)
-            assert text == local_text and info["fingerprint"] == local_info["fingerprint"]
-            done = False
-            while not done:
-                action = local.unwrapped.oracle_action()  # same seed, same task on both sides
-                local.step(action)
-                _, reward, terminated, truncated, info = remote.step(action)
-                done = terminated or truncated
-            assert (reward, terminated, info["infra_failed"], info["success"]) == (1.0, True, False, True)
-        finally:
-            remote.close()
-            local.close()

@@ -1,11 +1,14 @@
 """``agentgym serve-env``, played by OpenEnv's own client (``GenericEnvClient`` over the
 WebSocket session protocol), against the same env in-process."""
 
+import asyncio
 import json
 
 import gymnasium as gym
 import pytest
-from openenv.core import GenericEnvClient  # agentgym[openenv], installed by make install
+from openenv.core import (
+    GenericEnvClient,  # agentgym[openenv], installed by make install
+)
 
 import agentgym  # noqa: F401
 from agentgym.interop.launch import agentgym_server, free_port
@@ -44,6 +47,27 @@ async def test_openenv_client_plays_a_search_episode_to_the_end_with_reward_and_
         assert state["step_count"] == steps and state["task_id"] == info["task_id"]
         assert state["fingerprint"] == info["fingerprint"]
     local.close()
+
+
+def test_openenv_env_plays_the_served_env_with_its_reward_and_fingerprint(search_url):
+    """agentgym's own OpenEnv client (openenv_env) against serve-env: the same episode as in-process."""
+    from agentgym.interop import openenv_env
+
+    local, remote = gym.make("agentgym/Search-v0"), openenv_env(search_url)
+    try:
+        text, info = remote.reset(seed=4)
+        local_text, local_info = local.reset(seed=4)
+        assert text == local_text and info["fingerprint"] == local_info["fingerprint"]
+        done = False
+        while not done:
+            action = local.unwrapped.oracle_action()  # same seed, same task on both sides
+            local.step(action)
+            _, reward, terminated, truncated, info = remote.step(action)
+            done = terminated or truncated
+        assert (reward, terminated, info["infra_failed"], info["success"]) == (1.0, True, False, True)
+    finally:
+        remote.close()
+        local.close()
 
 
 async def test_a_bad_action_is_an_observation_for_the_agent_not_an_error(search_url):
@@ -108,5 +132,5 @@ async def test_a_sandboxed_env_over_openenv_runs_code_and_leaves_no_container_wh
             proc.wait(60)  # uvicorn shuts down, then re-raises the signal: the exit status is -SIGTERM
     deadline = time.monotonic() + 60
     while _containers_of(proc.pid) and time.monotonic() < deadline:
-        time.sleep(0.5)
+        await asyncio.sleep(0.5)
     assert _containers_of(proc.pid) == []
