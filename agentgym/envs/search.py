@@ -178,6 +178,13 @@ class SearchFamily(TaskFamily):
             if progress is not None and qa_path is None and corpus_path is None:
                 load_default_dataset(seed=data_seed, progress=progress)
             self.dataset = _load_dataset(data_seed, _path(corpus_path), _path(qa_path))
+        # Every check that can refuse the config runs before a shared client is taken:
+        # a family that raises here is never closed, so it must hold nothing.
+        self._by_hops: dict[str, tuple[Question, ...]] = {}
+        self._questions_of(split)  # an empty split is a config error now, not at the first reset
+        self._retriever_corpus = (None if retriever_url is None else
+                                  _check_remote_corpus(retriever_url, self.dataset.corpus.version, retriever_timeout_s))
+        with _lock:
             if retriever_url is None:
                 local = _local_retriever(self.dataset.corpus) if progress is None else \
                     LocalRetriever.for_corpus(self.dataset.corpus, progress=progress)
@@ -186,10 +193,6 @@ class SearchFamily(TaskFamily):
                 self.retriever = shared_resources().retriever(
                     retriever_url, timeout_s=retriever_timeout_s, max_retries=retriever_retries,
                     max_concurrency=retriever_max_concurrency)
-        self._retriever_corpus = (None if retriever_url is None else
-                                  _check_remote_corpus(retriever_url, self.dataset.corpus.version, retriever_timeout_s))
-        self._by_hops: dict[str, tuple[Question, ...]] = {}
-        self._questions_of(split)  # an empty split is a config error now, not at the first reset
         self._seen: set[str] = set()
         self._opened: set[str] = set()
         self._searches = 0

@@ -161,3 +161,19 @@ def test_service_stopped_mid_episode_is_infra_failed_not_an_agent_error(retrieve
     assert "not your fault" in env.last_results[0].output
     metrics = env.telemetry.metrics()
     assert metrics["tool/search/infra_error_rate"] > 0 and metrics["tool/search/agent_error_rate"] == 0
+
+
+def test_a_refused_config_holds_no_retriever_client():
+    """A ConfigError from the family's checks (no questions for ``hops``) comes before it
+    takes a share of the process's retriever client, so nothing is left holding it."""
+    from agentgym.envs.search import SearchFamily
+    from agentgym.resources import shared_resources
+    from agentgym.runtime import run_sync
+
+    url = "http://127.0.0.1:9"  # never reached: the config is refused first
+    settings = {"timeout_s": 5.0, "max_retries": 2, "max_concurrency": 64}  # the family's defaults
+    with pytest.raises(ConfigError, match="hops=9"):
+        SearchFamily(retriever_url=url, hops=9)
+    client = shared_resources().retriever(url, **settings)
+    run_sync(shared_resources().release_retriever(client))  # the only user lets go: closed, forgotten
+    assert shared_resources().retriever(url, **settings) is not client
