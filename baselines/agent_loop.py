@@ -27,10 +27,24 @@ from baselines.chat_tokens import ChatTokenizer
 from baselines.engines.base import Generation, RolloutEngine, SamplingConfig
 from baselines.trajectory import RolloutBatch, Trajectory
 
-__all__ = ["AgentLoop", "AgentLoopConfig", "EnvStep", "start_trajectory", "record_generation", "record_step", "end_episode",
+__all__ = ["AgentLoop", "AgentLoopConfig", "make_rollout_envs", "EnvStep", "start_trajectory", "record_generation", "record_step", "end_episode",
            "check_drift", "finish_batch"]
 
 logger = logging.getLogger(__name__)
+
+
+def make_rollout_envs(env_id: str, env_kwargs: dict[str, Any], count: int, *, fleet: str = "none",
+                      fleet_workers: int = 2, fleet_address: str = "auto") -> list[Any]:
+    """The envs a rollout drives: made here (``gym.make``), or with ``fleet="ray"`` hosted by
+    Ray env workers (:func:`agentgym.fleet.fleet_envs`) and driven through the same
+    ``areset``/``astep``. Closing every env (the trainer's ``close``) ends the fleet."""
+    if fleet == "ray":
+        from agentgym.fleet import fleet_envs
+
+        return fleet_envs(env_id, env_kwargs, count, workers=fleet_workers, address=fleet_address)
+    import gymnasium as gym
+
+    return [gym.make(env_id, **env_kwargs) for _ in range(count)]
 
 
 @dataclass

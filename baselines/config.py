@@ -182,6 +182,14 @@ class RolloutConfig(_RangeChecked):
     step_timeout_s: float = above(0, 600.0)
     """Backstop for one env step in the asynchronous rollout: past it the episode is
     dropped as infra-failed. Keep it above the env's worst tool timeout x attempts."""
+    fleet: Literal["none", "ray"] = "none"
+    """Where the rollout's envs run: ``none``, in this process; ``ray``, on Ray env workers
+    (``agentgym.fleet``, ``pip install 'agentgym[ray]'``; the cluster in ``RAY_ADDRESS`` or
+    the last ``ray start``, else a local instance), driven through the same async env API."""
+    fleet_workers: int = at_least(1, 2)
+    """Ray env workers with ``fleet: ray``; the rollout's envs are spread evenly over them."""
+    fleet_address: str = "auto"
+    """The Ray cluster with ``fleet: ray``: ``auto``, ``local`` (a new local instance) or an address."""
     vllm: VLLMConfig = field(default_factory=VLLMConfig)
 
     def __post_init__(self) -> None:

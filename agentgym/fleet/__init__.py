@@ -13,11 +13,11 @@ it, and whatever needs it says what to install.
 """
 
 from agentgym.fleet.config import ENV_SLOTS, FleetConfig
-from agentgym.fleet.fleet import EnvFleet, run_fleet_episodes
+from agentgym.fleet.fleet import EnvFleet, fleet_envs, run_fleet_episodes
 from agentgym.fleet.ray_support import ClusterSession, RayMissingError, connect, require_ray
 from agentgym.fleet.retriever import SharedRetriever
 from agentgym.fleet.vector import FleetEnvHandle, FleetVectorEnv
 from agentgym.fleet.worker import EnvWorker, EpisodeOutcome, WorkerInfo
 
-__all__ = ["ENV_SLOTS", "FleetConfig", "EnvFleet", "run_fleet_episodes", "EnvWorker", "EpisodeOutcome", "WorkerInfo",
+__all__ = ["ENV_SLOTS", "FleetConfig", "EnvFleet", "fleet_envs", "run_fleet_episodes", "EnvWorker", "EpisodeOutcome", "WorkerInfo",
            "FleetVectorEnv", "FleetEnvHandle", "SharedRetriever", "ClusterSession", "RayMissingError", "connect", "require_ray"]

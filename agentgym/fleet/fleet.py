@@ -175,3 +175,32 @@ def run_fleet_episodes(env_id: str, policy: str | Policy, episodes: int, *, addr
     finally:
         if session.started_here:
             session.shutdown()
+
+
+def fleet_envs(env_id: str, env_kwargs: dict[str, Any] | None, count: int, *, workers: int = 2,
+               address: str = "auto") -> list[Any]:
+    """``count`` envs of ``env_id`` on a fleet of ``workers``, as handles a rollout loop
+    drives like local envs (``areset``/``astep``; see :class:`~agentgym.fleet.FleetEnvHandle`).
+    Closing the last handle shuts the fleet down, and the local Ray instance if this call
+    started one."""
+    from agentgym.fleet.ray_support import connect
+    from agentgym.fleet.vector import FleetVectorEnv
+
+    check_counts(count, workers)
+    session = connect(address, num_cpus=max(workers, os.cpu_count() or 1))
+    try:
+        fleet = EnvFleet(env_id, env_kwargs, FleetConfig(workers=workers, slots=-(-count // workers)), policy=None)
+    except BaseException:
+        if session.started_here:
+            session.shutdown()
+        raise
+
+    def shut_down() -> None:
+        fleet.shutdown()
+        if session.started_here:
+            session.shutdown()
+
+    vector = FleetVectorEnv(fleet, on_last_close=shut_down)
+    for spare in vector.envs[count:]:
+        vector.release(spare)
+    return vector.envs[:count]

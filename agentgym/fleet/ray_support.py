@@ -14,7 +14,8 @@ from typing import Any
 
 from agentgym.errors import ConfigError
 
-__all__ = ["RayMissingError", "require_ray", "ClusterSession", "connect", "worker_lost_errors"]
+__all__ = ["RayMissingError", "require_ray", "ClusterSession", "connect", "worker_lost_errors", "wait_restarted",
+           "await_restarted"]
 
 RAY_HINT = "pip install 'agentgym[ray]'"
 
@@ -79,3 +80,46 @@ def connect(address: str = "auto", *, num_cpus: int | None = None,
                 raise ConfigError(f"Expected a running Ray cluster at {address!r}, but none answered: {e}") from e
     ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1, resources=resources, **kwargs)
     return ClusterSession(ray.get_runtime_context().gcs_address, started_here=True)
+
+
+RESTART_POLL_S = 0.2
+
+
+def wait_restarted(handle: Any, timeout_s: float = 180.0) -> Any | None:
+    """The ``ready()`` answer of an actor Ray is restarting, or None if it is dead for good.
+
+    While it restarts Ray answers calls with ``ActorUnavailableError`` at once instead of
+    queueing them, so ask again until it answers, Ray gives up on it (``ActorDiedError``),
+    or ``timeout_s`` passes.
+    """
+    import time
+
+    ray = require_ray()
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return ray.get(handle.ready.remote(), timeout=max(0.1, deadline - time.monotonic()))
+        except ray.exceptions.ActorUnavailableError:
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(RESTART_POLL_S)
+        except (*worker_lost_errors(), ray.exceptions.GetTimeoutError):
+            return None
+
+
+async def await_restarted(handle: Any, timeout_s: float = 180.0) -> bool:
+    """:func:`wait_restarted` for a coroutine: True once the actor answers again."""
+    import asyncio
+    import time
+
+    ray = require_ray()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            await handle.ready.remote()
+            return True
+        except ray.exceptions.ActorUnavailableError:
+            await asyncio.sleep(RESTART_POLL_S)
+        except worker_lost_errors():
+            return False
+    return False

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentgym.errors import ConfigError
-from agentgym.fleet.ray_support import require_ray, worker_lost_errors
+from agentgym.fleet.ray_support import require_ray, wait_restarted, worker_lost_errors
 from agentgym.fleet.worker import EpisodeOutcome
 from agentgym.runner import EpisodeRecord
 from agentgym.telemetry import Telemetry
@@ -118,6 +118,8 @@ def _settle_probe(ray: Any, m: Member, ref: Any, lost_errors: tuple[type[BaseExc
     try:
         ray.get(ref)
         m.state = "up"  # Ray restarted it; its ``__init__`` reaped what its predecessor left
+    except ray.exceptions.ActorUnavailableError:  # still restarting: wait for it here
+        m.state = "up" if wait_restarted(m.handle) is not None else "dead"
     except lost_errors:
         m.state = "dead"
 

@@ -11,38 +11,89 @@ Ray restarts the worker, and the next reset of those envs runs on the new one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from agentgym.errors import ConfigError
-from agentgym.fleet.ray_support import require_ray, worker_lost_errors
+from agentgym.errors import ConfigError, InfraError
+from agentgym.fleet.ray_support import await_restarted, require_ray, wait_restarted, worker_lost_errors
+from agentgym.runtime import run_sync
 
 __all__ = ["FleetVectorEnv", "FleetEnvHandle"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class FleetEnvHandle:
-    """One remote env of a :class:`FleetVectorEnv` (what a rollout loop holds in place of
-    a local env); batches of handles are stepped through :meth:`FleetVectorEnv.view`."""
+    """One remote env of a :class:`FleetVectorEnv`, used where a local env would be.
+
+    It has the async env API that :func:`agentgym.wrappers.areset`/``astep`` call (so an
+    asynchronous rollout loop drives it unchanged) and the sync ``reset``/``step``. A
+    worker lost at reset raises ``InfraError`` (as a ``ToolEnv`` whose resources cannot be
+    had); lost mid-episode, the step comes back truncated and ``infra_failed``. Batches of
+    handles are stepped together through :meth:`FleetVectorEnv.view`. ``close`` gives the
+    handle back; the last one closed shuts the fleet down.
+    """
 
     fleet_vector: "FleetVectorEnv"
     index: int
 
+    async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        if options:
+            raise ConfigError(f"Expected no reset options for fleet envs, actual value: {options!r}")
+        obs, info = await self.fleet_vector.aone("reset", self.index, seed)
+        if info.get("reset_error"):
+            raise InfraError(str(info["reset_error"]))
+        return obs, info
+
+    async def astep(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        return await self.fleet_vector.aone("step", self.index, action)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        return run_sync(self.areset(seed=seed, options=options))
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        return run_sync(self.astep(action))
+
     def close(self) -> None:
-        """Nothing to do: the fleet owns the env (``EnvFleet.shutdown`` closes it)."""
+        self.fleet_vector.release(self)
 
 
 class FleetVectorEnv:
     """All envs of an :class:`~agentgym.fleet.EnvFleet`, reset and stepped in batches."""
 
-    def __init__(self, fleet: Any) -> None:
+    def __init__(self, fleet: Any, on_last_close: Callable[[], None] | None = None) -> None:
         self.fleet = fleet
         self._where = [(m, slot) for m in fleet.members for slot in range(m.slots)]
         self.num_envs = len(self._where)
         self.envs = [FleetEnvHandle(self, i) for i in range(self.num_envs)]
+        self._open = set(range(self.num_envs))
+        self._on_last_close = on_last_close or fleet.shutdown
+
+    def release(self, handle: FleetEnvHandle) -> None:
+        """A handle is closed; when none is left open, the fleet shuts down."""
+        if handle.index in self._open:
+            self._open.discard(handle.index)
+            if not self._open:
+                self._on_last_close()
+
+    async def aone(self, method: str, index: int, arg: Any) -> tuple[Any, ...]:
+        """``reset`` or ``step`` of one env, awaited on the caller's loop."""
+        m, slot = self._where[index]
+        failed = _reset_failed if method == "reset" else _step_failed
+        try:
+            parts = await getattr(m.handle, method).remote([slot], [arg])
+        except worker_lost_errors() as e:
+            if method != "reset":
+                return failed(f"{m.name} died: {type(e).__name__}")
+            try:  # nothing was under way: once Ray has restarted the worker, reset there
+                if not await await_restarted(m.handle):
+                    return failed(f"{m.name} died and was not restarted: {type(e).__name__}")
+                parts = await m.handle.reset.remote([slot], [arg])
+            except worker_lost_errors() as again:
+                return failed(f"{m.name} died: {type(again).__name__}")
+        return tuple(p[0] for p in parts)
 
     def view(self, handles: Sequence[FleetEnvHandle]) -> "_FleetView":
         """The envs behind ``handles`` as a vector env of their own (ToolVectorEnv's API)."""
@@ -83,13 +134,25 @@ class FleetVectorEnv:
         out: list[tuple[Any, ...]] = [()] * len(chosen)
         for ref, ks, m in refs:
             try:
-                parts = ray.get(ref)
-                rows = list(zip(*parts))
+                rows = list(zip(*ray.get(ref)))
             except worker_lost_errors() as e:
-                rows = [failed(f"{m.name} died: {type(e).__name__}")] * len(ks)
+                rows = self._after_death(ray, m, method, [args[k] for k in ks], [self._where[chosen[k]][1] for k in ks],
+                                         failed, e)
             for k, row in zip(ks, rows):
                 out[k] = row
         return out
+
+    @staticmethod
+    def _after_death(ray: Any, m: Any, method: str, values: list[Any], slots: list[int], failed: Any,
+                     error: BaseException) -> list[tuple[Any, ...]]:
+        """A step that was under way is lost (``infra_failed``); a reset had nothing under
+        way, so it is tried once more on the worker Ray restarted."""
+        if method == "reset" and wait_restarted(m.handle) is not None:
+            try:
+                return list(zip(*ray.get(m.handle.reset.remote(slots, values))))
+            except worker_lost_errors() as again:
+                error = again
+        return [failed(f"{m.name} died: {type(error).__name__}")] * len(values)
 
     def close(self) -> None:
         """The fleet owns the envs; ``EnvFleet.shutdown`` closes them."""

@@ -21,7 +21,7 @@ def _summary(args: list[str]) -> dict:
 
 
 def test_run_on_ray_prints_the_in_process_report(ray_installed):
-    args = ["run", "agentgym/Search-v0", "--episodes", "60", "--concurrency", "8", "--seed", "3", "--json"]
+    args = ["run", "agentgym/Search-v1", "--episodes", "60", "--concurrency", "8", "--seed", "3", "--json"]
     local = _summary(args)
     remote = _summary(args + ["--ray", "local", "--workers", "2"])
     assert sorted(remote) == sorted(local)
@@ -44,7 +44,7 @@ def test_missing_ray_says_what_to_install(monkeypatch):
         assert "pip install 'agentgym[ray]'" in str(e)
     else:
         raise AssertionError("require_ray() returned without Ray")
-    result = runner.invoke(app, ["run", "agentgym/Search-v0", "--episodes", "1", "--ray", "auto"])
+    result = runner.invoke(app, ["run", "agentgym/Search-v1", "--episodes", "1", "--ray", "auto"])
     assert result.exit_code == 2 and "agentgym[ray]" in result.stderr and result.stderr.count("\n") == 1
 
 

@@ -12,10 +12,11 @@ import pytest
 
 from agentgym.errors import ConfigError
 from agentgym.fleet import ENV_SLOTS, EnvFleet, FleetConfig
+from agentgym.fleet.ray_support import wait_restarted
 from agentgym.runner import run_episodes
 from agentgym.policies import oracle_policy
 
-SEARCH = "agentgym/Search-v0"
+SEARCH = "agentgym/Search-v1"
 
 
 def test_fleet_reports_what_the_in_process_runner_reports(local_ray):
@@ -48,10 +49,9 @@ def test_sigkilled_worker_loses_and_doubles_no_episode(local_ray, wait_gone, rer
 
         report = fleet.run_episodes(episodes, on_episode=kill_once)
         drained = fleet.last_drain
-        restarted = fleet.members[0].handle.ready.remote()
-        import ray
-
-        assert ray.get(restarted, timeout=60).pid != victim  # Ray restarted the worker
+        assert fleet.members[0].state == "up"  # probed back after Ray restarted it, not written off
+        restarted = wait_restarted(fleet.members[0].handle, 60)
+        assert restarted is not None and restarted.pid != victim  # Ray restarted the worker
     assert wait_gone({victim}, 5) == set()
     assert drained.worker_deaths >= 1
     assert sorted(seen) == list(range(episodes))  # every episode reported exactly once
@@ -151,8 +151,6 @@ def _subset(vec, indices):
 
 
 def test_vector_env_steps_like_tool_vector_env_and_isolates_a_dead_worker(local_ray, wait_gone):
-    import ray
-
     with EnvFleet(SEARCH, {}, FleetConfig(workers=2, slots=2)) as fleet:
         vec, twins = fleet.vector_env(), _local_twins(4)
         assert vec.num_envs == 4
@@ -180,5 +178,5 @@ def test_vector_env_steps_like_tool_vector_env_and_isolates_a_dead_worker(local_
         assert not step_infos[1].get("infra_failed")  # the other worker's env goes on
         _, infos = vec.reset(seed=9)  # Ray restarted worker-0: its envs reset on the new process
         assert not any(i.get("infra_failed") for i in infos)
-        assert ray.get(fleet.members[0].handle.ready.remote()).pid != victim
+        assert wait_restarted(fleet.members[0].handle, 60).pid != victim
     twins.close()

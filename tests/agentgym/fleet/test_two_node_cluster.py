@@ -23,7 +23,7 @@ from agentgym.errors import ConfigError
 from agentgym.fleet import ENV_SLOTS, EnvFleet, FleetConfig
 
 SLOTS_NODE = 8
-SEARCH = "agentgym/Search-v0"
+SEARCH = "agentgym/Search-v1"
 
 
 def _free_port() -> int:
