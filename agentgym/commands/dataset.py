@@ -15,7 +15,8 @@ from agentgym.commands.console import cli_console
 __all__ = ["dataset_report_command"]
 
 
-def _dataset_of(env_id: str, env_kwargs: dict[str, Any]) -> Any:
+def _dataset_of(env_id: str, env_kwargs: dict[str, Any]) -> tuple[Any, int | None]:
+    """The env's question dataset and its family's ``hops`` (``None``: every hop count)."""
     import gymnasium as gym
 
     from agentgym.errors import ConfigError
@@ -27,7 +28,7 @@ def _dataset_of(env_id: str, env_kwargs: dict[str, Any]) -> Any:
         if dataset is None or not hasattr(dataset, "splits"):
             raise ConfigError(f"Expected an env with a question dataset (e.g. agentgym/Search-v1), actual value: "
                               f"{env_id!r} has none")
-        return dataset
+        return dataset, getattr(family, "hops", None)
     finally:
         env.close()
 
@@ -49,8 +50,9 @@ def _table(title: str, rows: dict[str, dict[Any, int]], sizes: dict[str, int]) -
 def dataset_report_command(env_id: str, env_kwargs: dict[str, Any], json_out: bool = False) -> int:
     from tasks.search.report import dataset_report
 
-    dataset = _dataset_of(env_id, env_kwargs)
-    report = dataset_report(dataset.splits, dataset.audit)
+    dataset, hops = _dataset_of(env_id, env_kwargs)
+    splits = {s: [q for q in qs if hops is None or q.num_hops == hops] for s, qs in dataset.splits.items()}
+    report = dataset_report(splits, dataset.audit)  # the audit is the whole dataset's gate
     report = {"env_id": env_id, "questions_version": dataset.version, "builder": dataset.builder, **report}
     if json_out:
         print(json.dumps(report, indent=1, ensure_ascii=False, default=str))

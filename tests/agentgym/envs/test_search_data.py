@@ -66,6 +66,17 @@ def test_dataset_report_prints_histograms_gaps_and_the_audit():
     assert "templates per split" in text.output and "home_countries_more_populous" in text.output
 
 
+def test_dataset_report_with_hops_describes_the_questions_that_env_draws():
+    result = CliRunner().invoke(app, ["dataset-report", "agentgym/Search-v1", "-k", "hops=3", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert {split: set(hops) for split, hops in report["hops"].items()} == \
+        {"train": {"3"}, "validation": {"3"}, "test": {"3"}}
+    env = gym.make("agentgym/Search-v1", hops=3, split="test")
+    assert report["sizes"]["test"] == sum(q.num_hops == 3 for q in env.unwrapped.dataset.questions("test"))
+    env.close()
+
+
 def test_dataset_report_of_an_env_without_questions_is_a_user_error():
     result = CliRunner().invoke(app, ["dataset-report", "agentgym/Calculator-v0"])
     assert result.exit_code == 2 and "question dataset" in result.output
