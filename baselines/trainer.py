@@ -4,7 +4,10 @@ Wiring only; each piece is its own tested module. One training step:
 
 1. tasks: ``rollout.tasks_per_step`` task seeds (drawn from ``(seed, step)``), split over
    processes; each task is played ``rollout.group_size`` times by the rollout engine
-   through the agent loop (infra-failed episodes dropped and counted);
+   through the asynchronous rollout (:mod:`baselines.async_rollout`: groups are admitted
+   up to ``rollout.max_staleness`` steps ahead and keep running while the trainer
+   updates; 0 is the synchronous loop, token for token); infra-failed episodes are
+   dropped and counted;
 2. group-normalised outcome advantages (:mod:`baselines.advantages`);
 3. the PPO-EWMA update (:mod:`baselines.update`), the EWMA updated after every
    optimiser step;
@@ -27,14 +30,17 @@ import torch
 
 from baselines.advantages import group_normalized_advantages
 from baselines.agent_loop import AgentLoop, AgentLoopConfig
+from baselines.async_rollout import AsyncRollout, AsyncRolloutConfig
 from baselines.chat_tokens import ChatTokenizer
 from baselines.checkpoint import load_checkpoint, save_checkpoint
 from baselines.config import TrainConfig, config_to_dict
 from baselines.distributed import DistInfo, all_reduce_sum, full_state_dict, init_distributed, shard_like, wrap_model
 from baselines.engines.base import RolloutEngine, SamplingConfig
+from baselines.engines.hf_async import BatchingEngine
 from baselines.errors import ConfigError
 from baselines.ewma import EWMAModel, ewma_age_for_batch_size
 from baselines.metrics import MetricsLogger, tool_usage_alerts
+from baselines.staleness import token_staleness
 from baselines.trajectory import Trajectory, collate
 from baselines.update import PolicyUpdater
 
@@ -86,22 +92,26 @@ def resolve_model_path(config: TrainConfig, info: DistInfo) -> str:
     return str(out)
 
 
-def build_engine(config: TrainConfig, path: str, tokenizer: Any, info: DistInfo) -> RolloutEngine:
-    """A rollout engine that holds its own copy of the weights."""
+def build_engine(config: TrainConfig, path: str, tokenizer: Any, info: DistInfo, asynchronous: bool = False) -> RolloutEngine:
+    """A rollout engine that holds its own copy of the weights; ``asynchronous``: one for
+    :class:`~baselines.async_rollout.AsyncRollout` (vLLM's ``AsyncLLM``, or the ``hf``
+    engine behind a :class:`~baselines.engines.hf_async.BatchingEngine`)."""
     dtype = getattr(torch, config.model.dtype)
     eos = [tokenizer.eos_token_id]
     if config.rollout.engine == "vllm":
         from baselines.engines.vllm import VLLMEngine
+        from baselines.engines.vllm_async import AsyncVLLMEngine
 
         v = config.rollout.vllm
-        return VLLMEngine(path, tensor_parallel_size=v.tensor_parallel_size, gpu_memory_utilization=v.gpu_memory_utilization,
+        return (AsyncVLLMEngine if asynchronous else VLLMEngine)(path, tensor_parallel_size=v.tensor_parallel_size, gpu_memory_utilization=v.gpu_memory_utilization,
                           enable_sleep_mode=v.enable_sleep_mode, enforce_eager=v.enforce_eager, dtype=config.model.dtype,
                           max_model_len=v.max_model_len or config.rollout.max_seq_len, seed=config.seed + info.rank,
                           kv_cache_memory_bytes=v.kv_cache_memory_bytes)
     from baselines.engines.hf import HFEngine
 
-    return HFEngine(path, pad_token_id=tokenizer.pad_token_id, eos_token_ids=eos, device=info.device, dtype=dtype,
-                    max_batch_size=config.rollout.max_batch_size)
+    engine = HFEngine(path, pad_token_id=tokenizer.pad_token_id, eos_token_ids=eos, device=info.device, dtype=dtype,
+                      max_batch_size=config.rollout.max_batch_size)
+    return BatchingEngine(engine, seed=config.seed * 7_919 + info.rank) if asynchronous else engine
 
 
 class Trainer:
@@ -136,7 +146,7 @@ class Trainer:
         self.step = 0
         self.last_sync_s = 0.0
         self.sft_metrics: dict[str, float] = {}
-        self.engine = build_engine(config, self.model_path, self.tokenizer, self.info)
+        self.engine = build_engine(config, self.model_path, self.tokenizer, self.info, asynchronous=True)  # baselines.async_rollout
         self._eval_envs: dict[str, list[Any]] = {}
         if config.sft.episodes > 0 and not self._resuming():
             self._warm_start(policy, gym)
@@ -146,13 +156,15 @@ class Trainer:
         self.updater = PolicyUpdater(self.model, self.optimizer, self.ewma, config.algo, self.info, config.rollout.temperature,
                                      compute_dtype=self.compute_dtype)
         n_local = self._local_tasks(config.rollout.tasks_per_step)
-        envs = [gym.make(config.env.id, **config.env.kwargs) for _ in range(n_local * config.rollout.group_size)]
+        envs = [gym.make(config.env.id, **config.env.kwargs) for _ in range((config.rollout.max_staleness + 1) * n_local * config.rollout.group_size)]
         sampling = SamplingConfig(config.rollout.max_new_tokens, config.rollout.temperature, config.rollout.top_p)
-        self.loop = AgentLoop(envs, self.engine, self.chat, AgentLoopConfig(sampling, config.rollout.max_seq_len, config.rollout.drift_check_frac))
         self.logger = MetricsLogger(self.run_dir, tensorboard=config.log.tensorboard, wandb_project=config.log.wandb_project,
                                     config=config_to_dict(config)) if self.info.is_main else None
         if self._resuming():
             self.step = load_checkpoint(self.run_dir / "checkpoint", model=self.model, optimizer=self.optimizer, ewma=self.ewma, info=self.info)["step"]
+        self.loop = AsyncRollout(envs, self.engine, self.chat, AgentLoopConfig(sampling, config.rollout.max_seq_len, config.rollout.drift_check_frac),
+                                 AsyncRolloutConfig(config.rollout.max_staleness, config.rollout.step_timeout_s), n_local,
+                                 config.rollout.group_size, self._batch_schedule, first_step=self.step)
         self.sync_engine()
 
     # ----------------------------------------------------------------- setup
@@ -225,16 +237,22 @@ class Trainer:
         seeds = rng.integers(0, 2**31 - 1, size=self.config.rollout.tasks_per_step).tolist()
         return seeds[self.info.rank :: self.info.world_size]
 
+    def _batch_schedule(self, step: int) -> tuple[list[int], int]:
+        """Task seeds and sampling seed of step ``step``'s batch (the async rollout admits ahead)."""
+        return self._task_seeds(step), self.config.seed * 100_003 + step * 101 + self.info.rank
+
     def train_step(self) -> dict[str, float]:
         """Collect a batch, update the policy once (epochs x minibatches), sync the engine."""
         cfg = self.config
         self.engine.wake_up()
-        batch = self.loop.collect(self._task_seeds(self.step), cfg.rollout.group_size, sampling_seed=cfg.seed * 100_003 + self.step * 101 + self.info.rank)
-        self.engine.sleep()
+        batch = self.loop.collect(self.step)
+        if cfg.rollout.max_staleness == 0:  # else episodes keep generating while the trainer runs
+            self.engine.sleep()
         trajs = batch.trajectories
         rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32)
         adv = group_normalized_advantages(rewards, [t.group_id for t in trajs], normalize_std=cfg.algo.normalize_std, eps=cfg.algo.adv_eps)
         tokens = collate(trajs, adv, self.tokenizer.pad_token_id)  # no rows when every local episode infra-failed
+        tokens.staleness = token_staleness(trajs, self.engine.version)
         gen = torch.Generator().manual_seed(cfg.seed * 7919 + self.step)
         metrics = self.updater.update(tokens, generator=gen)
         if metrics["train/optimizer_steps"] > 0:
@@ -332,6 +350,7 @@ class Trainer:
                 self.on_metrics(step, metrics)
 
     def close(self) -> None:
+        self.loop.close()  # in-flight episodes stop; the queue is not kept (baselines.async_rollout)
         for env in self.loop.envs + [e for envs in self._eval_envs.values() for e in envs]:
             env.close()
         if self.logger is not None:

@@ -36,6 +36,7 @@ from baselines.ewma import EWMAModel
 from baselines.logprobs import sequence_logprobs
 from baselines.loss import ppo_ewma_loss
 from baselines.mismatch import mis_kept_mask, mismatch_metrics, mismatch_weights
+from baselines.staleness import mismatch_by_staleness
 from baselines.trajectory import TokenBatch
 
 __all__ = ["PolicyUpdater"]
@@ -84,6 +85,8 @@ class PolicyUpdater:
         old = self._logprobs_no_grad(self.model, batch)
         mask = batch.loss_mask
         metrics = {f"mismatch/{k}": v for k, v in mismatch_metrics(old, batch.engine_logprobs, mask).items()}
+        if batch.staleness is not None:
+            metrics.update(mismatch_by_staleness(old, batch.engine_logprobs, mask, batch.staleness))
         weights, w_stats = mismatch_weights(old, batch.engine_logprobs, mask, self.algo.mismatch)
         metrics.update({f"mismatch/{k}": v for k, v in w_stats.items()})
         corrected = self.algo.mismatch.mode != "none"

@@ -122,14 +122,15 @@ def test_rollout_throughput_long_tailed_tool_sync_vs_async(benchmark, tiny):
     assert info["episodes_speedup"] > 1.0, info
 
 
-def run_learning_curves(out_dir: Path, steps: int | None = None) -> dict:
-    """SFT once, then train calculator_cpu.yaml at max_staleness 0 and 2 from that start."""
+def run_learning_curves(out_dir: Path, overrides: tuple[str, ...] = ()) -> dict:
+    """SFT once (kept in ``out_dir/sft_model``), then train calculator_cpu.yaml at
+    max_staleness 0 and 2 from that start; ``overrides`` apply to all three runs."""
     from baselines.config import load_config
     from baselines.trainer import Trainer
 
     out_dir.mkdir(parents=True, exist_ok=True)
     base = ["baselines/configs/calculator_cpu.yaml"]
-    common = [f"model.tiny_dir={out_dir}/tiny", "log.tensorboard=false"] + ([f"steps={steps}"] if steps else [])
+    common = [f"model.tiny_dir={out_dir}/tiny", "log.tensorboard=false", *overrides]
     start = out_dir / "sft_model"
     if not (start / "config.json").exists():
         sft = Trainer(load_config(base[0], common + [f"log.run_dir={out_dir}/sft", "steps=1"]))
@@ -164,10 +165,12 @@ def _plot(curves: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 3.6))
-    for k, c in curves.items():
+    for (k, c), color in zip(curves.items(), ("tab:blue", "tab:green", "tab:red")):
         steps = [e[0] for e in c["eval"]]
-        ax.plot(steps, [e[2] for e in c["eval"]], marker="o", label=f"max_staleness={k}: eval sampled success ({c['wall_s']:.0f} s)")
-        ax.plot([s for s, _ in c["train_success"]], [v for _, v in c["train_success"]], alpha=0.35, label=f"max_staleness={k}: train batch success")
+        ax.plot(steps, [e[2] for e in c["eval"]], marker="o", color=color,
+                label=f"max_staleness={k}: eval sampled success (run {c['wall_s']:.0f} s)")
+        ax.plot([s for s, _ in c["train_success"]], [v for _, v in c["train_success"]], color=color, alpha=0.3,
+                label=f"max_staleness={k}: train batch success")
     ax.set_xlabel("step")
     ax.set_ylabel("success rate")
     ax.set_title("Calculator-v0 (calculator_cpu.yaml), same SFT start and seeds")
@@ -186,7 +189,7 @@ def test_calculator_learning_curves_staleness_0_vs_2(benchmark):
     assert all(c["eval"] for c in curves.values())
 
 
-if __name__ == "__main__":  # python benchmarks/bench_rollout.py OUT_DIR [STEPS]
+if __name__ == "__main__":  # python benchmarks/bench_rollout.py OUT_DIR [key=value ...]
     import sys
 
-    print(json.dumps(run_learning_curves(Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else None), indent=1))
+    print(json.dumps(run_learning_curves(Path(sys.argv[1]), tuple(sys.argv[2:])), indent=1))

@@ -16,7 +16,9 @@ def _config(tmp_path, model_dir, steps, resume=False, extra=()):
         "env.kwargs={difficulty: 1}", f"steps={steps}", "device=cpu", "eval_every=0", f"resume={str(resume).lower()}",
         "rollout.tasks_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=40", "rollout.temperature=0.7",
         "rollout.drift_check_frac=1.0", "sft.episodes=8", "sft.steps=4", "sft.batch_size=4", "sft.lr=1e-5",
-        "algo.micro_batch_size=4", "algo.num_minibatches=2", "algo.lr=1e-4", *extra,
+        "algo.micro_batch_size=4", "algo.num_minibatches=2", "algo.lr=1e-4",
+        "rollout.max_staleness=0",  # fresh data only: engine == trainer below (async training: test_async_trainer.py)
+        *extra,
     ])
 
 
