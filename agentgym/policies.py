@@ -62,7 +62,7 @@ def _question_text(observation: str) -> str | None:
 def _search_dataset(env: ToolEnv) -> Any:
     dataset = getattr(env.get_wrapper_attr("family"), "dataset", None)
     if dataset is None or not hasattr(dataset, "questions"):
-        raise ConfigError("Expected an env with a question dataset (agentgym/Search-v1, SearchR1-v0) for this "
+        raise ConfigError("Expected an env with a question dataset (agentgym/Search-v1, SearchR1-v1) for this "
                           f"baseline, actual value: {type(env.unwrapped).__name__}")
     return dataset
 
@@ -164,8 +164,13 @@ def one_search_policy(env: ToolEnv, observation: str, info: dict[str, Any]) -> s
     return _answer_action(env, top_result_span(question, top.group("title"), top.group("text")) or "unknown")
 
 
-def _guess_field(kind: str, question: str, files: list[tuple[str, int, list[str]]]) -> Any:
-    """A guess of one answer field from what the prompt shows (no data read, no code run)."""
+def _guess_field(spec: dict[str, Any], question: str, files: list[tuple[str, int, list[str]]]) -> Any:
+    """A guess of one answer field (its JSON schema ``spec``) from what the prompt shows (no
+    data read, no code run); a list field gets a list of one guess of its item."""
+    kind = spec.get("type", "string")
+    kind = next((k for k in kind if k != "null"), "string") if isinstance(kind, list) else kind
+    if kind == "array":
+        return [_guess_field(spec.get("items", {}), question, files)]
     quoted = re.findall(r"'([^']+)'", question)
     columns = [c for _, _, cols in files for c in cols]
     if kind == "integer":
@@ -192,9 +197,7 @@ def no_code_policy(env: ToolEnv, observation: str, info: dict[str, Any]) -> str:
     properties = answer_tool.get("function", answer_tool).get("parameters", {}).get("properties", {})
     arguments = {}
     for field, spec in properties.items():
-        kind = spec.get("type", "string")
-        kind = next((k for k in kind if k != "null"), "string") if isinstance(kind, list) else kind
-        arguments[field] = _guess_field(kind, question, files)
+        arguments[field] = _guess_field(spec, question, files)
     return _tool_call("answer", arguments)
 
 

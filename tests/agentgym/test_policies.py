@@ -8,6 +8,8 @@ import pytest
 import agentgym  # noqa: F401 - registers the envs
 from agentgym.errors import ConfigError
 from agentgym.policies import get_policy, no_code_policy, top_result_span
+from agentgym.resources import shared_resources
+from agentgym.runtime import run_sync
 
 
 @pytest.fixture(scope="module")
@@ -83,3 +85,23 @@ def test_dataset_baselines_refuse_an_env_without_questions():
     with pytest.raises(ConfigError, match="question dataset"):
         get_policy("no_tool")(env, obs, info)
     env.close()
+
+
+@pytest.mark.parametrize("tier", [2, 3])
+def test_no_codes_answer_fits_the_answer_schema_of_every_question(tier):
+    """A list-valued answer (tiers 2 and 3 ask for some) is a list, so the baseline's score
+    measures guessing without code, not answers the schema check refuses."""
+    env = gym.make("agentgym/DataAnalysis-v1", tier=tier, backend="process")
+    kinds, statuses = set(), []
+    try:
+        for seed in range(16):
+            obs, info = env.reset(seed=seed)
+            answer_spec = next(t["function"] for t in info["tools"] if t["function"]["name"] == "answer")
+            kinds |= {p.get("type") for p in answer_spec["parameters"]["properties"].values()} - {None}
+            *_, step_info = env.step(no_code_policy(env, obs, info))
+            statuses.append(step_info["tool_results"][0]["status"])
+    finally:
+        env.close()
+        run_sync(shared_resources().aclose())  # no sandbox process outlives the test
+    assert "array" in kinds  # the case under test was drawn
+    assert statuses == ["ok"] * len(statuses)
