@@ -95,9 +95,12 @@ def test_ray_overhead_per_step(benchmark, ray_session):
     with EnvFleet(env_id, kwargs, FleetConfig(workers=1, slots=1)) as fleet:
         remote = fleet.vector_env()
         remote.reset(seed=0)
+        cpu_start = time.process_time()
         remote_ms = _median_ms(lambda: remote.step([action]), steps)
+        driver_cpu_ms = (time.process_time() - cpu_start) * 1000 / steps  # every thread of the driver
         benchmark.pedantic(remote.step, args=([action],), rounds=50, iterations=1)
-    _OVERHEAD.update(local_step_ms=local_ms, fleet_step_ms=remote_ms, overhead_ms=remote_ms - local_ms)
+    _OVERHEAD.update(local_step_ms=local_ms, fleet_step_ms=remote_ms, overhead_ms=remote_ms - local_ms,
+                     driver_cpu_ms_per_step=driver_cpu_ms)
     benchmark.extra_info.update(_OVERHEAD)
 
 
@@ -113,15 +116,18 @@ def _median_ms(fn: Any, n: int) -> float:
 def _print_table(request: pytest.FixtureRequest) -> None:
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     capture = request.config.pluginmanager.get_plugin("capturemanager")
-    if reporter is None or capture is None or not _ROWS:
+    if reporter is None or capture is None or not (_ROWS or _OVERHEAD):
         return
     base = {env: eps for env, runner, eps, _, _ in _ROWS if runner == "in-process"}
     with capture.global_and_fixture_disabled():
         reporter.write_line("")
-        reporter.write_line(f"{'env':26} {'runner':>11} {'conc':>5} {'episodes/s':>11} {'vs in-process':>14} {'steps/ep':>9}")
+        if _ROWS:
+            reporter.write_line(f"{'env':26} {'runner':>11} {'conc':>5} {'episodes/s':>11} {'vs in-process':>14} "
+                                f"{'steps/ep':>9}")
         for env, runner, eps, steps, conc in _ROWS:
             ratio = eps / base[env] if base.get(env) else float("nan")
             reporter.write_line(f"{env:26} {runner:>11} {conc:>5} {eps:>11.1f} {ratio:>13.2f}x {steps:>9.2f}")
         if _OVERHEAD:
             reporter.write_line(f"Ray overhead per step: {_OVERHEAD['overhead_ms']:.2f} ms (fleet step "
-                                f"{_OVERHEAD['fleet_step_ms']:.2f} ms, in-process {_OVERHEAD['local_step_ms']:.2f} ms, medians)")
+                                f"{_OVERHEAD['fleet_step_ms']:.2f} ms, in-process {_OVERHEAD['local_step_ms']:.2f} ms, medians); "
+                                f"driver CPU {_OVERHEAD['driver_cpu_ms_per_step']:.2f} ms per remote step (mean)")
