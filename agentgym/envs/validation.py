@@ -57,21 +57,30 @@ def check_env_id(env_id: str, *, multi_agent: bool = True) -> None:
     raise ConfigError(f"Unknown environment {env_id!r}{hint} (`agentgym envs` lists them)")
 
 
-def _env_class(env_id: str) -> Any:
+def _env_class(env_id: str) -> tuple[Any, dict[str, Any]]:
+    """The env's class (or creator) and the kwargs its registration passes to it."""
     if env_id in gym.registry:
-        entry_point = gym.spec(env_id).entry_point
-        return load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+        registered = gym.spec(env_id)
+        entry_point = registered.entry_point
+        return (load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point), registered.kwargs
     from agentgym.multi_agent import spec
 
-    return spec(env_id).load()
+    return spec(env_id).load(), spec(env_id).kwargs
 
 
-def _init_parameters(cls: Any) -> tuple[dict[str, Any], bool]:
+def _parameters_of(env_id: str, kwargs: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    cls, registered = _env_class(env_id)
+    family_class = kwargs.get("family_class", registered.get("family_class"))  # ReviewTeamEnv takes one
+    return _init_parameters(cls, family_class)
+
+
+def _init_parameters(cls: Any, family_class: Any = None) -> tuple[dict[str, Any], bool]:
     """Keyword parameters of ``cls``'s constructor with their types, and whether that
     list is complete. An env built on ``ToolEnv`` or ``TeamEnv`` passes ``**kwargs`` on
     to that base (the documented contract), and the base passes what is not its own to
-    the env's ``family_class``: both are followed, so an env never repeats its family's
-    signature. Elsewhere ``**kwargs`` leaves the list open."""
+    the env's ``family_class`` (``cls``'s, or the one given to it as a kwarg): both are
+    followed, so an env never repeats its family's signature. Elsewhere ``**kwargs``
+    leaves the list open."""
     from agentgym.env import ToolEnv
     from agentgym.multi_agent.base import TeamEnv
 
@@ -94,7 +103,7 @@ def _init_parameters(cls: Any) -> tuple[dict[str, Any], bool]:
         if not any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values()):
             return params, True
         if klass in drivers:
-            family_class = getattr(cls, "family_class", None)
+            family_class = family_class or getattr(cls, "family_class", None)  # a given one wins, as in make
             if family_class is None:  # the base refuses keywords it has no family for
                 return params, True
             family_params, complete = _init_parameters(family_class)
@@ -144,14 +153,14 @@ def env_kwargs_of(env_id: str) -> dict[str, Any]:
     True
     """
     check_env_id(env_id)
-    return _init_parameters(_env_class(env_id))[0]
+    return _parameters_of(env_id, {})[0]
 
 
 def check_env_kwargs(env_id: str, kwargs: dict[str, Any]) -> None:
     """Raise ``ConfigError`` for a kwarg the env does not take, or a value of the wrong
     type or outside its ``Literal`` choices. Imports the env's module, not its data."""
     check_env_id(env_id)
-    params, complete = _init_parameters(_env_class(env_id))
+    params, complete = _parameters_of(env_id, kwargs)
     for name, value in kwargs.items():
         if name not in params:
             if complete:

@@ -52,3 +52,20 @@ def test_a_toolenv_given_a_family_refuses_family_kwargs():
         ToolEnv(ProbeFamily(), latency_s=1.0)
     with pytest.raises(ConfigError, match="family_class"):
         ToolEnv(latency_s=1.0)
+
+
+def test_a_team_env_given_its_family_at_registration_takes_the_familys_kwargs():
+    from agentgym import multi_agent
+    from agentgym.envs.calculator import CalculatorFamily
+    from agentgym.multi_agent import ReviewTeamEnv
+
+    multi_agent.register(multi_agent.MultiAgentEnvSpec("myorg/CalculatorPair-v0", ReviewTeamEnv,
+                                                       kwargs={"family_class": CalculatorFamily}))
+    try:
+        check_env_kwargs("myorg/CalculatorPair-v0", {"difficulty": 2, "max_proposals": 1})  # make takes both
+        assert multi_agent.make("myorg/CalculatorPair-v0", difficulty=2).fingerprint.fields["difficulty"] == 2
+        with pytest.raises(ConfigError, match="did you mean 'difficulty'"):
+            check_env_kwargs("myorg/CalculatorPair-v0", {"dificulty": 2})
+    finally:
+        multi_agent.MULTI_AGENT_ENVS[:] = [s for s in multi_agent.MULTI_AGENT_ENVS
+                                           if s.env_id != "myorg/CalculatorPair-v0"]
