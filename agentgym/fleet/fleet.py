@@ -48,6 +48,8 @@ class EnvFleet:
         self.env_id = env_id
         self.env_kwargs = dict(env_kwargs or {})
         self.config = config or FleetConfig()
+        self.last_drain: DrainResult | None = None
+        """The last :meth:`run_episodes`' accounting: re-runs and worker deaths."""
         self._check_capacity(ray)
         self.retriever = self._start_retriever() if self.config.shared_retriever else None
         actor = ray.remote(EnvWorker).options(

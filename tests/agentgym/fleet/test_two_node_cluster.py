@@ -65,14 +65,15 @@ def _start(args: list[str], env: dict[str, str]) -> None:
 
 
 def _stop(pids: set[int], wait_gone) -> set[int]:
-    """SIGTERM, then SIGKILL what is left after 20 s; the pids still alive after that."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+    """SIGTERM, then SIGKILL what is left after 5 s (some Ray processes were seen to
+    outlive SIGTERM for longer); the pids still alive 20 s after that."""
+    for sig, grace_s in ((signal.SIGTERM, 5), (signal.SIGKILL, 20)):
         for pid in pids:
             try:
                 os.kill(pid, sig)
             except ProcessLookupError:
                 pass
-        pids = wait_gone(pids, 20)
+        pids = wait_gone(pids, grace_s)
     return pids
 
 
