@@ -179,9 +179,9 @@ class ReviewTeamEnv(TeamEnv):
     # ------------------------------------------------------------------ tools
     def _propose_tool(self, answer_tool: Tool) -> Tool:
         async def propose(answer: dict[str, Any], **support: Any) -> str:
-            if self._new_proposal is not None:
-                raise AgentError("you already proposed in this turn; make one proposal at a time.")
+            self._check_one_proposal()
             await answer_tool.fn(**answer)  # the family's own checks of an answer (AgentError: the agent's)
+            self._check_one_proposal()  # again: another call of the turn may have proposed while it ran
             number = len(self._proposals) + 1
             correct = self.families[self.solver].score(self.task, answer)[0] >= 1.0
             self._new_proposal = Proposal(number, dict(answer), dict(support), correct)
@@ -224,6 +224,10 @@ class ReviewTeamEnv(TeamEnv):
                     max_output_chars=200, timeout_s=5.0)
 
     # ------------------------------------------------------------- internals
+    def _check_one_proposal(self) -> None:
+        if self._new_proposal is not None:
+            raise AgentError("you already proposed in this turn; make one proposal at a time.")
+
     def _claim_verdict(self) -> Proposal:
         proposal = self._pending_at_start
         if proposal is None:

@@ -1,6 +1,7 @@
 """ReviewTeamEnv: the solver-and-reviewer rules over any TaskFamily."""
 
 import asyncio
+import dataclasses
 import json
 
 import pytest
@@ -112,3 +113,27 @@ def test_close_called_on_the_runtime_loop_finishes_there_instead_of_raising():
     run_sync(close_from_a_coroutine())
     run_sync(asyncio.sleep(0.05))  # the close scheduled on the loop has run
     assert all(f.opened == 1 and f.closed >= 1 for f in families)
+
+
+class SlowAnswerFamily(ProbeFamily):
+    """The answer tool's own check takes a moment (a family that looks something up)."""
+
+    def tools(self, task):
+        tools = super().tools(task)
+        check = tools["answer"].fn
+
+        async def answer(**arguments):
+            await asyncio.sleep(0.01)
+            return await check(**arguments)
+
+        return {**tools, "answer": dataclasses.replace(tools["answer"], fn=answer)}
+
+
+def test_two_proposals_in_one_turn_make_one_even_when_the_answer_check_waits():
+    env = ReviewTeamEnv(SlowAnswerFamily)
+    env.reset(seed=0)
+    both = call("propose", answer={"answer": env.task.secret}) + call("propose", answer={"answer": 1})
+    *_, infos = env.step({"solver": both})
+    assert sorted(r["status"] for r in infos["solver"]["tool_results"]) == ["agent_error", "ok"]
+    *_, infos = env.step({"reviewer": call("accept")})
+    assert infos["solver"]["end_reason"] == "answered" and infos["solver"]["proposals"] == 1
