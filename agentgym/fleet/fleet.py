@@ -111,7 +111,8 @@ class EnvFleet:
         ``config.reruns`` times, then reported ``infra_failed``; none is lost for it."""
         check_counts(episodes, 1)
         start = time.perf_counter()
-        drained = drain_on_fleet(self.members, episodes, seed, self.config.reruns, on_episode)
+        drained = drain_on_fleet(self.members, episodes, seed, self.config.reruns, on_episode,
+                                 restart_timeout_s=self.config.start_timeout_s)
         self.last_drain = drained
         return self._report(drained, time.perf_counter() - start)
 

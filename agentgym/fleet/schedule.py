@@ -11,13 +11,14 @@ probe says Ray restarted it, or is dropped when Ray gave up on it.
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentgym.errors import ConfigError
-from agentgym.fleet.ray_support import require_ray, wait_restarted, worker_lost_errors
+from agentgym.fleet.ray_support import RESTART_POLL_S, require_ray, worker_lost_errors
 from agentgym.fleet.worker import EpisodeOutcome
 from agentgym.runner import EpisodeRecord
 from agentgym.telemetry import Telemetry
@@ -25,7 +26,7 @@ from agentgym.telemetry import Telemetry
 __all__ = ["Member", "DrainResult", "drain_on_fleet"]
 
 
-@dataclass
+@dataclass(eq=False)
 class Member:
     """A worker actor as the scheduler sees it."""
 
@@ -35,6 +36,7 @@ class Member:
     state: Literal["up", "probing", "dead"] = "up"
     in_flight: int = 0
     deaths: int = 0
+    probing_since: float = 0.0
 
 
 @dataclass
@@ -48,80 +50,121 @@ class DrainResult:
 
 
 def drain_on_fleet(members: Sequence[Member], episodes: int, seed: int, reruns: int,
-                   on_episode: Callable[[EpisodeRecord], None] | None = None) -> DrainResult:
-    """Run episode ``i`` with seed ``seed + i`` for ``i < episodes`` on ``members``."""
-    ray = require_ray()
-    lost_errors = worker_lost_errors()
-    pending: deque[int] = deque(range(episodes))
-    tries = [0] * episodes
-    calls: dict[Any, tuple[Member, int]] = {}
-    probes: dict[Any, Member] = {}
-    result = DrainResult([], [], Telemetry())
+                   on_episode: Callable[[EpisodeRecord], None] | None = None,
+                   restart_timeout_s: float = 180.0) -> DrainResult:
+    """Run episode ``i`` with seed ``seed + i`` for ``i < episodes`` on ``members``.
 
-    def finish(record: EpisodeRecord) -> None:
-        result.records.append(record)
-        if on_episode is not None:
-            on_episode(record)
+    A worker that died is written off when Ray has not restarted it within
+    ``restart_timeout_s`` (no node with room for it, restarts used up); the others go on
+    meanwhile, and what no worker is left to run is reported ``infra_failed``.
+    """
+    return _Drain(list(members), episodes, seed, reruns, on_episode, restart_timeout_s).run()
 
-    while pending or calls or probes:
-        for m in members:
-            while m.state == "up" and m.in_flight < m.slots and pending:
-                i = pending.popleft()
-                calls[m.handle.run_episode.remote(i, seed + i)] = (m, i)
-                m.in_flight += 1
-        if not calls and not probes:  # every worker is gone: what is left cannot run
-            for i in pending:
-                finish(_worker_lost(i, "no live fleet worker was left to run it"))
-            break
-        ready, _ = ray.wait(list(calls) + list(probes), num_returns=1)
-        ready, _ = ray.wait(list(calls) + list(probes), num_returns=len(calls) + len(probes), timeout=0)
-        for ref in ready:
-            if ref in probes:
-                _settle_probe(ray, probes.pop(ref), ref, lost_errors)
-                continue
-            m, i = calls.pop(ref)
-            m.in_flight -= 1
-            try:
-                outcome: EpisodeOutcome = ray.get(ref)
-            except lost_errors as e:
-                _on_death(m, probes, result)
-                if tries[i] < reruns:
-                    tries[i] += 1
-                    result.reruns += 1
-                    pending.appendleft(i)
+
+class _Drain:
+    def __init__(self, members: list[Member], episodes: int, seed: int, reruns: int,
+                 on_episode: Callable[[EpisodeRecord], None] | None, restart_timeout_s: float) -> None:
+        self.ray, self.lost_errors = require_ray(), worker_lost_errors()
+        self.members, self.seed, self.reruns = members, seed, reruns
+        self.on_episode, self.restart_timeout_s = on_episode, restart_timeout_s
+        self.pending: deque[int] = deque(range(episodes))
+        self.tries = [0] * episodes
+        self.calls: dict[Any, tuple[Member, int]] = {}
+        self.probes: dict[Any, Member] = {}
+        self.reprobe_at: dict[Member, float] = {}
+        self.result = DrainResult([], [], Telemetry())
+
+    def run(self) -> DrainResult:
+        while self.pending or self.calls or self.probes or self.reprobe_at:
+            self._start_due_probes()
+            self._submit()
+            waitables = list(self.calls) + list(self.probes)
+            if not waitables and not self.reprobe_at:  # every worker is gone: the rest cannot run
+                for i in self.pending:
+                    self._finish(_worker_lost(i, "no live fleet worker was left to run it"))
+                break
+            for ref in self._ready(waitables):
+                if ref in self.probes:
+                    self._settle_probe(self.probes.pop(ref), ref)
                 else:
-                    finish(_worker_lost(i, f"{m.name} died mid-episode: {type(e).__name__}"))
-                continue
-            except ray.exceptions.RayTaskError as e:
-                if isinstance(e.cause, ConfigError):
-                    raise e.cause from e  # the user's setup: stop and say why
-                result.lost.append((i, str(e)))
-                continue
-            result.telemetry.merge(Telemetry.from_dict(outcome.telemetry))
-            finish(outcome.record)
-    result.records.sort(key=lambda r: r.index)
-    return result
+                    self._take(ref)
+        self.result.records.sort(key=lambda r: r.index)
+        return self.result
 
+    def _submit(self) -> None:
+        """Fill every live worker up to its slots: the backpressure."""
+        for m in self.members:
+            while m.state == "up" and m.in_flight < m.slots and self.pending:
+                i = self.pending.popleft()
+                self.calls[m.handle.run_episode.remote(i, self.seed + i)] = (m, i)
+                m.in_flight += 1
 
-def _on_death(m: Member, probes: dict[Any, Member], result: DrainResult) -> None:
-    """The first failed call of a dead worker starts a probe; the rest of its calls only count."""
-    if m.state != "up":
-        return
-    m.state = "probing"
-    m.deaths += 1
-    result.worker_deaths += 1
-    result.deaths_by_worker[m.name] = m.deaths
-    probes[m.handle.ready.remote()] = m
+    def _ready(self, waitables: list[Any]) -> list[Any]:
+        """Wait for a result, a probe, or the next re-probe; then take all that are ready."""
+        timeout = (max(0.0, min(self.reprobe_at.values()) - time.monotonic()) if self.reprobe_at else None)
+        if not waitables:
+            time.sleep(timeout or 0.0)
+            return []
+        ready, _ = self.ray.wait(waitables, num_returns=1, timeout=timeout)
+        if ready:
+            ready, _ = self.ray.wait(waitables, num_returns=len(waitables), timeout=0)
+        return ready
 
+    def _take(self, ref: Any) -> None:
+        m, i = self.calls.pop(ref)
+        m.in_flight -= 1
+        try:
+            outcome: EpisodeOutcome = self.ray.get(ref)
+        except self.lost_errors as e:
+            self._on_death(m)
+            if self.tries[i] < self.reruns:
+                self.tries[i] += 1
+                self.result.reruns += 1
+                self.pending.appendleft(i)
+            else:
+                self._finish(_worker_lost(i, f"{m.name} died mid-episode: {type(e).__name__}"))
+            return
+        except self.ray.exceptions.RayTaskError as e:
+            if isinstance(e.cause, ConfigError):
+                raise e.cause from e  # the user's setup: stop and say why
+            self.result.lost.append((i, str(e)))
+            return
+        self.result.telemetry.merge(Telemetry.from_dict(outcome.telemetry))
+        self._finish(outcome.record)
 
-def _settle_probe(ray: Any, m: Member, ref: Any, lost_errors: tuple[type[BaseException], ...]) -> None:
-    try:
-        ray.get(ref)
-        m.state = "up"  # Ray restarted it; its ``__init__`` reaped what its predecessor left
-    except ray.exceptions.ActorUnavailableError:  # still restarting: wait for it here
-        m.state = "up" if wait_restarted(m.handle) is not None else "dead"
-    except lost_errors:
-        m.state = "dead"
+    def _finish(self, record: EpisodeRecord) -> None:
+        self.result.records.append(record)
+        if self.on_episode is not None:
+            self.on_episode(record)
+
+    def _on_death(self, m: Member) -> None:
+        """The first failed call of a dead worker starts probing it; its other calls only count."""
+        if m.state != "up":
+            return
+        m.state, m.probing_since = "probing", time.monotonic()
+        m.deaths += 1
+        self.result.worker_deaths += 1
+        self.result.deaths_by_worker[m.name] = m.deaths
+        self.probes[m.handle.ready.remote()] = m
+
+    def _start_due_probes(self) -> None:
+        now = time.monotonic()
+        for m, at in list(self.reprobe_at.items()):
+            if at <= now:
+                del self.reprobe_at[m]
+                self.probes[m.handle.ready.remote()] = m
+
+    def _settle_probe(self, m: Member, ref: Any) -> None:
+        try:
+            self.ray.get(ref)
+            m.state = "up"  # Ray restarted it; its ``__init__`` reaped what its predecessor left
+        except self.ray.exceptions.ActorUnavailableError:  # still restarting: ask again shortly
+            if time.monotonic() - m.probing_since > self.restart_timeout_s:
+                m.state = "dead"
+            else:
+                self.reprobe_at[m] = time.monotonic() + RESTART_POLL_S
+        except self.lost_errors:
+            m.state = "dead"
 
 
 def _worker_lost(index: int, why: str) -> EpisodeRecord:

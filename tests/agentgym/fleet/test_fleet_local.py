@@ -67,6 +67,29 @@ def test_sigkilled_worker_loses_and_doubles_no_episode(local_ray, wait_gone, rer
         assert all(r.success for r in report.episodes if not r.infra_failed)
 
 
+@pytest.mark.parametrize("workers", [2, 1])
+def test_a_worker_ray_cannot_restart_is_written_off_and_nothing_is_lost(local_ray, workers):
+    episodes = 200
+    with EnvFleet(SEARCH, {}, FleetConfig(workers=workers, slots=8, max_restarts=0, reruns=1)) as fleet:
+        victim = fleet.workers[0].pid
+        seen: list[int] = []
+
+        def kill_once(record):
+            seen.append(record.index)
+            if len(seen) == 30:
+                os.kill(victim, signal.SIGKILL)
+
+        report = fleet.run_episodes(episodes, on_episode=kill_once)
+        assert fleet.members[0].state == "dead"
+    assert sorted(seen) == list(range(episodes)) and report.lost == []
+    failed = [r for r in report.episodes if r.infra_failed]
+    if workers == 2:  # the survivor plays the rest, re-runs included
+        assert failed == [] and report.success_rate == 1.0
+    else:  # nobody is left: every unplayed episode is reported, none vanishes
+        assert failed and all(r.info["fleet_error"] for r in failed)
+        assert len(failed) + sum(r.success for r in report.episodes) == episodes
+
+
 def test_shutdown_ends_every_worker_process(local_ray, wait_gone):
     fleet = EnvFleet(SEARCH, {}, FleetConfig(workers=2, slots=1))
     pids = {w.pid for w in fleet.workers}
