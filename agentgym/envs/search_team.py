@@ -94,6 +94,9 @@ class SearchTeamEnv(TeamEnv):
                  searcher_turns_per_task: int = 5, max_team_turns: int = 24, **kwargs: Any) -> None:
         if num_searchers < 1:
             raise ConfigError(f"Expected num_searchers >= 1, actual value: {num_searchers}")
+        if kwargs.get("style", "tool_calls") != "tool_calls":  # the searchers' open exists in that style only
+            raise ConfigError(f"Expected style 'tool_calls' for a team (hermes tool calls), actual value: "
+                              f"{kwargs['style']!r}")
         if min(planner_max_turns, searcher_max_turns, searcher_turns_per_task) < 1:
             raise ConfigError("Expected planner_max_turns, searcher_max_turns and searcher_turns_per_task >= 1, "
                               f"actual values: {planner_max_turns}, {searcher_max_turns}, {searcher_turns_per_task}")

@@ -126,3 +126,10 @@ def test_fingerprint_has_search_fields_and_team_size():
     a = multi_agent.make("SearchTeam-v1", num_searchers=2)
     assert "corpus_version" in a.fingerprint.fields["search"]
     assert str(a.fingerprint) != str(multi_agent.make("SearchTeam-v1", num_searchers=3).fingerprint)
+
+
+def test_the_tag_style_is_refused_with_a_config_error():
+    from agentgym.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="style"):  # the searchers need open, which the tag style lacks
+        multi_agent.make("SearchTeam-v1", style="tags")
