@@ -125,7 +125,8 @@ def run(dry_run: bool, run_dir: str, engine: str | None = None, model: str | Non
         failures += int(not ok)
         print(f"gpu_check: step {trainer.step}: optimizer steps {steps}, success {m['reward/success_rate']:.2f}, "
               f"rollout {m['perf/rollout_tokens_per_s']:.0f} tok/s, train {m['perf/train_tokens_per_s']:.0f} tok/s, "
-              f"sync {m['perf/sync_s']:.3f}s, engine log-probs moved by {moved:.2e}, post-sync |dlogp| mean {float(diff.mean()):.2e} "
+              f"sync {m['perf/sync_s']:.3f}s ({getattr(trainer.engine, 'last_sync_path', None) or 'in-process copy'}), "
+              f"engine log-probs moved by {moved:.2e}, post-sync |dlogp| mean {float(diff.mean()):.2e} "
               f"max {float(diff.max()):.2e} [{'ok' if ok else 'MISMATCH'}], "
               f"rollout-vs-trainer (pre-update) mean {m.get('mismatch/logprob_abs_diff_mean', float('nan')):.2e}")
     if total_steps == 0:

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import torch
 
 from baselines.chat_tokens import ChatTokenizer
-from baselines.logprobs import sequence_logprobs
+from baselines.logprobs import first_generated_position, sequence_logprobs
 from baselines.trajectory import Trajectory, collate
 
 __all__ = ["oracle_trajectories", "sft_train"]
@@ -81,7 +81,7 @@ def sft_train(
     for step in range(steps):
         rows = torch.randint(len(batch), (batch_size,), generator=gen)
         mb = batch.select(rows).to(device)
-        logp, _ = sequence_logprobs(model, mb.input_ids, mb.attention_mask)
+        logp, _ = sequence_logprobs(model, mb.input_ids, mb.attention_mask, first_target=first_generated_position(mb.loss_mask))
         loss = -(logp * mb.loss_mask).sum() / mb.loss_mask.sum().clamp_min(1.0)
         opt.zero_grad(set_to_none=True)
         loss.backward()

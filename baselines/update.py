@@ -6,10 +6,21 @@ a fixed batch. Order of operations, per training step:
 1. ``log pi_trainer_old``: the trainer's log-probs under the weights that generated the
    batch (no gradient). Compared with the engine's to report the mismatch; used as the
    behaviour policy when a TIS/MIS correction is on (:mod:`baselines.mismatch`).
+   No forward pass is spent on it when its value is already known: until the first
+   optimiser step of an update, the policy's own forward *is* ``pi_trainer_old``, so the
+   mismatch metrics are read off that step's rows, and with one epoch of one minibatch
+   (every row trained at rollout weights) a TIS/MIS correction is computed there too. A
+   separate no-grad pass runs only when a correction needs ``pi_trainer_old`` for rows
+   trained after the first step, or for MIS's global kept-token count (the token-mean
+   denominator, needed before the first backward).
 2. For each epoch, for each minibatch (one optimiser step each): ``log pi_prox`` from the
    EWMA model as it is *now* (plain PPO: the behaviour log-probs), the loss of
    :mod:`baselines.loss` accumulated over micro-batches, gradient clipping, the optimiser
    step, then the EWMA update.
+
+Every forward projects hidden states onto the vocabulary only from the first generated
+position of its micro-batch on (``first_target`` of :func:`sequence_logprobs`): prompt
+positions carry no loss.
 
 Zero-signal data is never stepped on. Rows whose advantage is zero everywhere (the
 samples of a group whose rewards were all equal, which group normalisation maps to
@@ -33,7 +44,7 @@ from torch import nn
 from baselines.config import AlgoConfig
 from baselines.distributed import DistInfo, all_reduce_max, all_reduce_sum, unwrap_model
 from baselines.ewma import EWMAModel
-from baselines.logprobs import sequence_logprobs
+from baselines.logprobs import first_generated_position, sequence_logprobs
 from baselines.loss import ppo_ewma_loss
 from baselines.mismatch import mis_kept_mask, mismatch_metrics, mismatch_weights
 from baselines.staleness import mismatch_by_staleness
@@ -63,6 +74,11 @@ class PolicyUpdater:
         self.info = info
         self.temperature = temperature
         self.compute_dtype = compute_dtype
+        self._at_rollout_weights = False  # no optimiser step yet in this update: logp == log pi_trainer_old
+        self._old_in_step = False  # behaviour log-probs / mismatch weights come from the step's own forward
+        self._old_diffs: list[torch.Tensor] = []
+        self._old_staleness: list[torch.Tensor] = []  # per diff token, with asynchronous rollout data
+        self._weight_stats: list[tuple[int, dict[str, float]]] = []
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         """bf16 compute over fp32 master weights (FSDP2 casts by its MixedPrecisionPolicy)."""
@@ -72,7 +88,18 @@ class PolicyUpdater:
 
     def _forward(self, model: nn.Module, mb: TokenBatch, with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         with self._autocast():
-            return sequence_logprobs(model, mb.input_ids, mb.attention_mask, temperature=self.temperature, with_entropy=with_entropy)
+            return sequence_logprobs(model, mb.input_ids, mb.attention_mask, temperature=self.temperature, with_entropy=with_entropy,
+                                     first_target=first_generated_position(mb.loss_mask))
+
+    def needs_old_logprob_pass(self) -> bool:
+        """Whether ``log pi_trainer_old`` needs its own no-grad pass over the batch (module
+        docstring): only for a TIS/MIS correction when some rows are trained after the
+        first optimiser step, or under MIS with the kept-token denominator."""
+        mismatch = self.algo.mismatch
+        if mismatch.mode == "none":
+            return False
+        one_step = self.algo.epochs == 1 and self.algo.num_minibatches == 1
+        return not one_step or (mismatch.mode == "mis" and mismatch.mis_denominator == "kept")
 
     def update(self, batch: TokenBatch, generator: torch.Generator | None = None) -> dict[str, float]:
         """Run ``epochs x num_minibatches`` optimiser steps on ``batch``; return metrics."""
@@ -82,17 +109,20 @@ class PolicyUpdater:
         if n_all == 0:  # every episode of every process was dropped (infra-failed): nothing to learn from
             return {"train/optimizer_steps": 0.0, "train/skipped_steps": float(self.algo.epochs * self.algo.num_minibatches),
                     "train/empty_batch": 1.0, "perf/train_s": time.perf_counter() - t0, "perf/train_tokens_per_s": 0.0}
-        old = self._logprobs_no_grad(self.model, batch)
-        mask = batch.loss_mask
-        metrics = {f"mismatch/{k}": v for k, v in mismatch_metrics(old, batch.engine_logprobs, mask).items()}
-        if batch.staleness is not None:
-            metrics.update(mismatch_by_staleness(old, batch.engine_logprobs, mask, batch.staleness))
-        weights, w_stats = mismatch_weights(old, batch.engine_logprobs, mask, self.algo.mismatch)
-        metrics.update({f"mismatch/{k}": v for k, v in w_stats.items()})
-        corrected = self.algo.mismatch.mode != "none"
-        batch.behav_logprobs = old if corrected else batch.engine_logprobs
-        batch.is_weights = weights if corrected else None
-        batch.loss_mask = mis_kept_mask(old, batch.engine_logprobs, mask, self.algo.mismatch)
+        metrics: dict[str, float] = {}
+        self._old_diffs, self._weight_stats, self._old_staleness = [], [], []
+        self._at_rollout_weights = True
+        self._old_in_step = not self.needs_old_logprob_pass()
+        if not self._old_in_step:
+            old = self._logprobs_no_grad(self.model, batch)
+            mask = batch.loss_mask
+            metrics.update({f"mismatch/{k}": v for k, v in mismatch_metrics(old, batch.engine_logprobs, mask).items()})
+            if batch.staleness is not None:
+                metrics.update(mismatch_by_staleness(old, batch.engine_logprobs, mask, batch.staleness))
+            weights, w_stats = mismatch_weights(old, batch.engine_logprobs, mask, self.algo.mismatch)
+            metrics.update({f"mismatch/{k}": v for k, v in w_stats.items()})
+            batch.behav_logprobs, batch.is_weights = old, weights
+            batch.loss_mask = mis_kept_mask(old, batch.engine_logprobs, mask, self.algo.mismatch)
         metrics["train/empty_batch"] = 0.0
         keep = self._signal_rows(batch)
         batch = batch.select(keep)
@@ -110,6 +140,8 @@ class PolicyUpdater:
                     taken += 1
                 steps += 1
         metrics.update({k: v / taken for k, v in sums.items()})
+        if self._old_in_step:
+            metrics.update(self._in_step_mismatch_metrics())
         tokens = all_reduce_sum(float(batch.attention_mask.sum()), self.info) * self.algo.epochs
         metrics["perf/train_s"] = time.perf_counter() - t0
         metrics["perf/train_tokens_per_s"] = tokens / metrics["perf/train_s"]
@@ -168,6 +200,7 @@ class PolicyUpdater:
             n_tok += count
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.algo.max_grad_norm)
         self.optimizer.step()
+        self._at_rollout_weights = False
         if self.ewma is not None:
             self.ewma.update(unwrap_model(self.model))
         denom = max(all_reduce_sum(n_tok, self.info), 1.0)
@@ -181,16 +214,47 @@ class PolicyUpdater:
         mask = part.loss_mask
         logp, entropy = self._forward(self.model, part, with_entropy=True)
         behav = part.behav_logprobs if part.behav_logprobs is not None else part.engine_logprobs
+        weights = part.is_weights
+        if self._old_in_step and self._at_rollout_weights:
+            behav, weights = self._old_from_step(logp.detach(), part, behav)
         prox = self._proximal_logprobs(part) if self.ewma is not None else behav
         out = ppo_ewma_loss(
             logp, prox, behav, part.advantages, mask,
             eps_low=self.algo.eps_low, eps_high=self.algo.eps_high, imp_samp_max=self.algo.imp_samp_max,
-            weights=part.is_weights, num_tokens=global_tokens,
+            weights=weights, num_tokens=global_tokens,
         )
         count = int(mask.sum())
         stats = {f"loss/{k}": v for k, v in out.stats.items()}
         stats["policy/entropy"] = float((entropy * mask).sum() / max(count, 1))
         return out.loss, stats, count
+
+    def _old_from_step(self, old: torch.Tensor, part: TokenBatch, behav: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Use this forward (taken at rollout weights) as ``log pi_trainer_old``: record the
+        mismatch, and under TIS/MIS return it as the behaviour policy with its weights."""
+        mask = part.loss_mask
+        self._old_diffs.append((old - part.engine_logprobs)[mask > 0].float())
+        if part.staleness is not None:
+            self._old_staleness.append(part.staleness[mask > 0])
+        if self.algo.mismatch.mode == "none":
+            return behav, part.is_weights
+        weights, stats = mismatch_weights(old, part.engine_logprobs, mask, self.algo.mismatch)
+        self._weight_stats.append((int(mask.sum()), stats))
+        return old, weights
+
+    def _in_step_mismatch_metrics(self) -> dict[str, float]:
+        """``mismatch/*`` over the tokens trained at rollout weights (this process's); none
+        when no step was taken (nothing was measured, and 0 would read as "no mismatch")."""
+        if not self._old_diffs:
+            return {}
+        diffs = torch.cat(self._old_diffs)
+        out = {f"mismatch/{k}": v for k, v in mismatch_metrics(diffs, torch.zeros_like(diffs), torch.ones_like(diffs)).items()}
+        if self._old_staleness:
+            out.update(mismatch_by_staleness(diffs, torch.zeros_like(diffs), torch.ones_like(diffs), torch.cat(self._old_staleness)))
+        total = sum(n for n, _ in self._weight_stats)
+        for key in self._weight_stats[0][1] if self._weight_stats else ():
+            values = [(n, st[key]) for n, st in self._weight_stats]
+            out[f"mismatch/{key}"] = max(v for _, v in values) if key.endswith("_max") else sum(n * v for n, v in values) / max(total, 1)
+        return out
 
     @torch.no_grad()
     def _proximal_logprobs(self, part: TokenBatch) -> torch.Tensor:

@@ -32,14 +32,14 @@ def test_train_checkpoint_and_resume(tmp_path, trained_model_dir):
     updates = sum(r["train/optimizer_steps"] for r in rows)
     assert updates > 0, [r["train/dropped_zero_adv_frac"] for r in rows]  # else nothing below is tested
     for r in rows:
-        keys = ["mismatch/logprob_abs_diff_max", "reward/mean", "perf/train_tokens_per_s", "perf/rollout_tokens_per_s",
+        keys = ["reward/mean", "perf/train_tokens_per_s", "perf/rollout_tokens_per_s",
                 "rollout/dropped_infra_failed", "tool/calculate/usage_frac", "memory/ewma_bytes", "train/dropped_zero_adv_frac"]
-        if r["train/optimizer_steps"] > 0:
-            keys += ["loss/policy", "policy/entropy", "loss/approx_kl_prox", "loss/grad_norm"]
+        if r["train/optimizer_steps"] > 0:  # mismatch/* are measured on the first step's rows (no extra pass)
+            keys += ["loss/policy", "policy/entropy", "loss/approx_kl_prox", "loss/grad_norm", "mismatch/logprob_abs_diff_max"]
             assert r["loss/grad_norm"] > 0
+            assert r["mismatch/logprob_abs_diff_max"] < 1e-3  # hf engine in fp32 == trainer
         for key in keys:
             assert r[key] is not None and math.isfinite(r[key]), key
-        assert r["mismatch/logprob_abs_diff_max"] < 1e-3  # hf engine in fp32 == trainer
         assert r["train/optimizer_steps"] + r["train/skipped_steps"] == 2  # 2 minibatches
     assert trainer.ewma.num_updates == updates
     ewma_state = {k: v.clone() for k, v in trainer.ewma.module.state_dict().items()}
@@ -78,10 +78,15 @@ def test_bf16_compute_keeps_fp32_master_weights_that_take_small_steps(tmp_path, 
     ewma_before = [p.detach().clone() for p in trainer.ewma.module.parameters()]
     for _ in range(3):
         assert trainer.updater.update(batch)["train/optimizer_steps"] == 1
-    moved = sum(int((p.detach() != before[n]).sum()) for n, p in trainer.model.named_parameters())
-    total = sum(p.numel() for p in trainer.model.parameters())
+    # Transformer blocks only: the (tied) embedding rows of tokens absent from this batch
+    # move only through the vocabulary softmax, and with logits over completions only
+    # about half of them moved in these 3 steps; every block weight gets a real gradient.
+    blocks = [n for n, _ in trainer.model.named_parameters() if ".layers." in n]
+    params = dict(trainer.model.named_parameters())
+    moved = sum(int((params[n].detach() != before[n]).sum()) for n in blocks)
+    total = sum(params[n].numel() for n in blocks)
     assert moved / total > 0.9, moved / total  # bf16 parameters: well under 10% move at this lr
     assert all(s.dtype == torch.float32 for st in trainer.optimizer.state.values() for s in st.values() if s.dim() > 0)
-    ewma_moved = sum(int((p != b).sum()) for p, b in zip(trainer.ewma.module.parameters(), ewma_before))
+    ewma_moved = sum(int((p != b).sum()) for (n, p), b in zip(trainer.ewma.module.named_parameters(), ewma_before) if n in blocks)
     assert ewma_moved / total > 0.9, ewma_moved / total
     trainer.close()

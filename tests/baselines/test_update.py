@@ -114,3 +114,154 @@ def test_a_batch_without_rows_is_skipped_and_counted():
     metrics = updater.update(collate([], torch.zeros(0), pad_token_id=0))
     assert metrics["train/empty_batch"] == 1.0 and metrics["train/optimizer_steps"] == 0
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items()) and ewma.num_updates == 0
+
+
+# ----------------------------------------------- no redundant forward passes (issue 16)
+def _ragged_batch() -> TokenBatch:
+    """Four rows with prompts of 3..6 tokens, right padding, advantages of both signs."""
+    g = torch.Generator().manual_seed(3)
+    n, t = 4, 14
+    ids = torch.randint(1, 64, (n, t), generator=g)
+    lengths, prompts = torch.tensor([14, 11, 12, 9]), torch.tensor([5, 3, 6, 4])
+    col = torch.arange(t)[None]
+    attn = (col < lengths[:, None]).long()
+    mask = ((col >= prompts[:, None]) & (col < lengths[:, None])).float()
+    engine_lp = -torch.rand(n, t, generator=g) * 3 * mask
+    return TokenBatch(ids * attn, attn, mask, engine_lp, torch.tensor([1.0, -1.0, 0.5, -0.5]))
+
+
+def _reference_gradients(model, ewma_module, batch: TokenBatch, algo: AlgoConfig) -> dict[str, torch.Tensor]:
+    """The path before issue 16: a no-grad ``log pi_trainer_old`` pass over every row, and
+    logits over every position, in each forward."""
+    from baselines.logprobs import sequence_logprobs
+    from baselines.loss import ppo_ewma_loss
+    from baselines.mismatch import mis_kept_mask, mismatch_weights
+
+    ids, attn, mask = batch.input_ids, batch.attention_mask, batch.loss_mask
+    with torch.no_grad():
+        old, _ = sequence_logprobs(model, ids, attn)
+    behav, weights, loss_mask = batch.engine_logprobs, None, mask
+    if algo.mismatch.mode != "none":
+        behav, weights = old, mismatch_weights(old, batch.engine_logprobs, mask, algo.mismatch)[0]
+        loss_mask = mis_kept_mask(old, batch.engine_logprobs, mask, algo.mismatch)
+    model.zero_grad(set_to_none=True)
+    logp, _ = sequence_logprobs(model, ids, attn)
+    with torch.no_grad():
+        prox = sequence_logprobs(ewma_module, ids, attn)[0] if ewma_module is not None else behav
+    out = ppo_ewma_loss(logp, prox, behav, batch.advantages, loss_mask, eps_low=algo.eps_low, eps_high=algo.eps_high,
+                        imp_samp_max=algo.imp_samp_max, weights=weights)
+    out.loss.backward()
+    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    return grads
+
+
+class _PassCounter:
+    """Counts forward calls of a module and the positions its ``lm_head`` projects."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        self.forwards, self.projected = 0, 0
+        module.register_forward_hook(self._on_forward)
+        module.lm_head.register_forward_hook(self._on_head)
+
+    def _on_forward(self, *_):
+        self.forwards += 1
+
+    def _on_head(self, _module, args, _out):
+        self.projected += args[0].shape[0] * args[0].shape[1]
+
+
+def _mismatch(mode: str, denominator: str = "kept"):
+    from baselines.mismatch import MismatchConfig
+
+    return MismatchConfig(mode=mode, mis_low=0.5, mis_high=2.0, tis_cap=1.5, mis_denominator=denominator)
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize("proximal, mode, denominator, passes_per_micro", [
+    ("ewma", "none", "kept", 1),      # the TRL-comparable default: one policy forward per micro-batch
+    ("behaviour", "none", "kept", 1),
+    ("ewma", "tis", "kept", 1),       # TIS weights from the step's own forward
+    ("behaviour", "mis", "all", 1),
+    ("ewma", "mis", "kept", 2),       # MIS's kept-token denominator is needed before the first backward
+])
+def test_one_step_update_has_the_old_gradients_with_fewer_passes_and_completion_only_logits(proximal, mode, denominator,
+                                                                                              passes_per_micro):
+    model = _model()
+    batch = _ragged_batch()
+    with torch.no_grad():  # engine log-probs near the trainer's, so TIS/MIS weights are not all clipped or masked
+        from baselines.logprobs import sequence_logprobs
+
+        old, _ = sequence_logprobs(model, batch.input_ids, batch.attention_mask)
+        noise = (torch.rand(batch.loss_mask.shape, generator=torch.Generator().manual_seed(4)) * 1.6 - 0.8)
+        batch.engine_logprobs = (old + noise) * batch.loss_mask
+    ewma = EWMAModel(model, age=2.0) if proximal == "ewma" else None
+    if ewma is not None:  # a proximal policy that differs from the current one
+        with torch.no_grad():
+            for p in ewma.module.parameters():
+                p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(5)) * 0.01)
+    algo = AlgoConfig(proximal=proximal, num_minibatches=1, micro_batch_size=2, max_grad_norm=1e9,
+                      mismatch=_mismatch(mode, denominator))
+    expected = _reference_gradients(model, ewma.module if ewma else None, batch, algo)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    policy_passes, prox_passes = _PassCounter(model), _PassCounter(ewma.module) if ewma else None
+    updater = PolicyUpdater(model, torch.optim.SGD(model.parameters(), lr=1.0), ewma, algo)
+    metrics = updater.update(batch, generator=torch.Generator().manual_seed(0))
+
+    assert metrics["train/optimizer_steps"] == 1
+    for name, p in model.named_parameters():  # SGD at lr 1 without clipping: the step is minus the gradient
+        torch.testing.assert_close(before[name] - p.detach(), expected[name], rtol=1e-4, atol=1e-6, msg=name)
+    micro = 2  # 4 rows, 2 per micro-batch
+    assert policy_passes.forwards == passes_per_micro * micro
+    assert updater.needs_old_logprob_pass() == (passes_per_micro == 2)
+    if prox_passes is not None:
+        assert prox_passes.forwards == micro
+    # Logits only from each micro-batch's first generated position (the rows' prompts end at 3..6).
+    first = {0: 5, 1: 3, 2: 6, 3: 4}
+    order = torch.randperm(4, generator=torch.Generator().manual_seed(0))
+    width = {0: 14, 1: 11, 2: 12, 3: 9}
+
+    def positions(micro_rows):
+        return sum(len(rows) * (max(width[int(r)] for r in rows) - min(first[int(r)] for r in rows)) for rows in micro_rows)
+
+    old_pass = positions(torch.arange(4).tensor_split(2)) if passes_per_micro == 2 else 0  # rows in batch order
+    assert policy_passes.projected == positions(order.tensor_split(2)) + old_pass
+    assert set(metrics) >= {"mismatch/logprob_abs_diff_mean", "mismatch/logprob_abs_diff_max", "mismatch/kl_k3"}
+    assert metrics["mismatch/logprob_abs_diff_max"] <= 0.8 + 1e-5 and metrics["mismatch/logprob_abs_diff_mean"] > 0.1
+
+
+def test_in_step_mismatch_metrics_match_a_separate_old_pass():
+    """With correction off, ``mismatch/*`` come from the first step's own forward: same
+    numbers as the separate pass gave (every row is in that step here)."""
+    from baselines.logprobs import sequence_logprobs
+    from baselines.mismatch import mismatch_metrics
+
+    model = _model()
+    batch = _ragged_batch()
+    with torch.no_grad():
+        old, _ = sequence_logprobs(model, batch.input_ids, batch.attention_mask)
+    expected = mismatch_metrics(old, batch.engine_logprobs, batch.loss_mask)
+    updater = PolicyUpdater(model, torch.optim.SGD(model.parameters(), lr=0.1), None,
+                            AlgoConfig(proximal="behaviour", num_minibatches=1, micro_batch_size=3))
+    metrics = updater.update(batch, generator=torch.Generator().manual_seed(0))
+    for key, value in expected.items():
+        assert abs(metrics[f"mismatch/{key}"] - value) < 1e-5, key
+
+
+def test_first_target_computes_only_the_wanted_positions_and_the_same_values():
+    from baselines.logprobs import sequence_logprobs
+
+    model = _model()
+    batch = _ragged_batch()
+    counter = _PassCounter(model)
+    with torch.no_grad():
+        full, full_ent = sequence_logprobs(model, batch.input_ids, batch.attention_mask, temperature=0.7, with_entropy=True)
+        part, part_ent = sequence_logprobs(model, batch.input_ids, batch.attention_mask, temperature=0.7, with_entropy=True,
+                                           first_target=3)
+    assert counter.projected == 4 * 13 + 4 * 11
+    assert part.shape == full.shape and part_ent.shape == full_ent.shape
+    torch.testing.assert_close(part[:, 3:], full[:, 3:], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(part_ent[:, 3:], full_ent[:, 3:], rtol=1e-5, atol=1e-6)
+    assert torch.count_nonzero(part[:, :3]) == 0
