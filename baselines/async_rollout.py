@@ -56,8 +56,15 @@ from agentgym.errors import InfraError
 from agentgym.runtime import run_sync
 from agentgym.telemetry import Telemetry
 from agentgym.wrappers import areset, astep
-from baselines.agent_loop import (AgentLoopConfig, EnvStep, check_drift, finish_batch, record_generation, record_step,
-                                  start_trajectory)
+from baselines.agent_loop import (
+    AgentLoopConfig,
+    EnvStep,
+    check_drift,
+    finish_batch,
+    record_generation,
+    record_step,
+    start_trajectory,
+)
 from baselines.chat_tokens import ChatTokenizer
 from baselines.engines.hf_async import AsyncEngine, BusyClock
 from baselines.staleness import staleness_stats
@@ -223,7 +230,7 @@ class AsyncRollout:
             group.trajectories[member], group.tools[member] = await self._episode(env, group, order)
         except asyncio.CancelledError:
             raise
-        except BaseException as e:  # an engine error or a bug: the trainer must hear of it
+        except Exception as e:  # noqa: BLE001  (an engine error or a bug: collect() raises it in the trainer)
             self._error = self._error or e
         finally:
             self._free.append(env)

@@ -19,7 +19,7 @@ import torch
 from baselines.mismatch import mismatch_metrics
 from baselines.trajectory import Trajectory
 
-__all__ = ["token_staleness", "staleness_stats", "mismatch_by_staleness"]
+__all__ = ["mismatch_by_staleness", "staleness_stats", "token_staleness"]
 
 
 def token_staleness(trajectories: Sequence[Trajectory], current_version: int) -> torch.Tensor:

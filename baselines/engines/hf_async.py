@@ -39,7 +39,7 @@ import torch
 from agentgym.runtime import get_loop, run_sync
 from baselines.engines.base import Generation, RolloutEngine, SamplingConfig
 
-__all__ = ["BatchingEngine", "VersionedGeneration", "AsyncEngine", "BusyClock", "Lockstep"]
+__all__ = ["AsyncEngine", "BatchingEngine", "BusyClock", "Lockstep", "VersionedGeneration"]
 
 
 @dataclass
@@ -274,7 +274,7 @@ class BatchingEngine:
             try:
                 gens = await asyncio.get_running_loop().run_in_executor(
                     self._thread, self.engine.generate, [r.prompt for r in live], live[0].sampling, seed)
-            except Exception as e:  # the engine failed: every request of the call learns why
+            except Exception as e:  # noqa: BLE001  (the engine failed: every request of the call learns why)
                 for r in live:
                     if not r.future.done():
                         r.future.set_exception(e)

@@ -33,8 +33,16 @@ import torch
 from agentgym.runtime import run_sync
 from baselines.engines.base import Generation, SamplingConfig
 from baselines.engines.hf_async import BusyClock, Lockstep, VersionedGeneration
-from baselines.engines.vllm import (_EXTENSION, SharedWeights, _import_vllm, outputs_to_generations, request_seed,
-                                    sampling_kwargs, token_prompts, vllm_weight_items)
+from baselines.engines.vllm import (
+    _EXTENSION,
+    SharedWeights,
+    _import_vllm,
+    outputs_to_generations,
+    request_seed,
+    sampling_kwargs,
+    token_prompts,
+    vllm_weight_items,
+)
 from baselines.errors import EngineError
 
 __all__ = ["AsyncVLLMEngine"]
