@@ -112,6 +112,9 @@ class ToolEnv(TurnSettings, gym.Env[str, str]):
         self._turns = TurnEngine([], self.parser, self.telemetry, max_action_chars)
         self._episode_start = time.perf_counter()
 
+    def _registration_id(self) -> str | None:
+        return self.spec.id if self.spec is not None else None  # set by gym.make after __init__
+
     def make_family(self, family_kwargs: dict[str, Any], *, parser: ParserName | Parser, split: str) -> TaskFamily:
         """Build ``family_class`` from the constructor's extra keyword arguments. Override
         when the family also needs the env's own settings (Search's style follows the parser)."""

@@ -42,6 +42,8 @@ from agentgym.truncation import Truncated, truncate_head_tail
 
 __all__ = ["Turn", "TurnEngine", "TurnSettings", "tool_listing", "seat_fingerprint_fields"]
 
+_OWN_NAMESPACE = "agentgym/"
+
 _closing: set[asyncio.Task[None]] = set()
 """Closes started on the runtime loop, kept referenced until they finish."""
 
@@ -154,6 +156,9 @@ class TurnSettings:
     env_name: ClassVar[str] = "ToolEnv"
     env_version: ClassVar[int] = 0
     splits: ClassVar[tuple[str, ...]] = ("train", "validation", "test")
+    registered_id: str | None = None
+    """The id a registry made the env under (``multi_agent.make`` sets it; a ``ToolEnv``
+    reads Gymnasium's ``spec``, which ``gym.make`` sets). See :attr:`env_id`."""
 
     def _init_turn_settings(self, *, parser: str | Parser, tool_output_budget_chars: int, max_action_chars: int,
                             max_observation_chars: int, split: str, render_mode: str | None) -> None:
@@ -170,7 +175,22 @@ class TurnSettings:
 
     @property
     def env_id(self) -> str:
-        return f"agentgym/{self.env_name}-v{self.env_version}"
+        """The id in the fingerprint and in error messages: the id the env was registered
+        under, so a user's ``myorg/UnitConversion-v0`` is named so.
+
+        Ids in the ``agentgym`` namespace are this package's own, and those name what was
+        made: ``env_name`` and ``env_version`` (a family's name and version), so a legacy
+        alias (``agentgym/Search-v0``) and a variant made by kwargs (``agentgym/Search-v1``
+        with ``parser="tags"`` is ``agentgym/SearchR1-v1``) keep their fingerprints. An env
+        made without a registry is named so too.
+        """
+        registered = self._registration_id()
+        if registered is None or registered.startswith(_OWN_NAMESPACE):
+            return f"{_OWN_NAMESPACE}{self.env_name}-v{self.env_version}"
+        return registered
+
+    def _registration_id(self) -> str | None:
+        return self.registered_id
 
     def fit_observation(self, text: str) -> Truncated:
         """``text`` cut head and tail to ``max_observation_chars`` with a visible marker."""

@@ -110,4 +110,8 @@ def _entry_name(entry_point: str | Callable[..., TeamEnv]) -> str:
 def make(name: str, **kwargs: Any) -> TeamEnv:
     """Build a registered multi-agent env: ``make("SearchTeam-v1", num_searchers=3)``."""
     s = spec(name)
-    return s.load()(**{**s.kwargs, **kwargs})
+    env = s.load()(**{**s.kwargs, **kwargs})
+    env.registered_id = s.env_id  # what it is named (``env_id``), as gym.make sets ``spec``
+    if not s.env_id.startswith(_NAMESPACE) and "name" in env.metadata:
+        env.metadata = {**env.metadata, "name": s.env_id.partition("/")[2]}  # PettingZoo's name: no namespace
+    return env

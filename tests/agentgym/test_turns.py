@@ -45,3 +45,49 @@ def test_the_engine_counts_what_the_episode_info_reports():
     assert engine.episode_fields() == {"tool_calls": {"dump": 1, "flaky": 1, "answer": 1}, "truncations": 1,
                                        "turns": 4, "tool_output_chars": engine.tool_chars}
     assert [m["role"] for m in engine.transcript[:3]] == ["system", "assistant", "user"]
+
+
+# ---- the env id: the registration's, and agentgym's own ids unchanged ----------------
+def test_a_user_registration_names_the_env_in_its_fingerprint_and_errors():
+    import gymnasium as gym
+    import pytest
+
+    from agentgym.errors import ResetNeededError
+
+    if "myorg/ProbeRenamed-v3" not in gym.registry:
+        gym.register("myorg/ProbeRenamed-v3", entry_point=ProbeEnv)
+    env = gym.make("myorg/ProbeRenamed-v3").unwrapped
+    assert env.env_id == "myorg/ProbeRenamed-v3"
+    assert env.fingerprint.fields["env"] == "myorg/ProbeRenamed-v3"
+    with pytest.raises(ResetNeededError, match="^myorg/ProbeRenamed-v3: call reset"):
+        env.step("x")
+    assert ProbeEnv().env_id == "agentgym/Probe-v0"  # made without a registry: its own name
+
+
+def test_a_review_team_registered_under_any_id_is_named_by_it():
+    from agentgym import multi_agent
+    from agentgym.multi_agent.registry import MultiAgentEnvSpec, register
+
+    class ProbeReview(ReviewTeamEnv):
+        family_class = ProbeFamily
+
+    register(MultiAgentEnvSpec("myorg/ProbeCheckers-v2", ProbeReview))
+    try:
+        env = multi_agent.make("myorg/ProbeCheckers-v2")
+        assert env.env_id == env.fingerprint.fields["env"] == "myorg/ProbeCheckers-v2"
+        assert env.metadata["name"] == "ProbeCheckers-v2"
+        assert ProbeReview().env_id == "agentgym/ProbeReview-v0"  # no registry: the family's name
+    finally:
+        multi_agent.MULTI_AGENT_ENVS[:] = [s for s in multi_agent.MULTI_AGENT_ENVS if s.env_id != "myorg/ProbeCheckers-v2"]
+
+
+def test_agentgym_ids_name_what_was_made():
+    import gymnasium as gym
+
+    import agentgym  # noqa: F401  (registers the envs)
+
+    tags = gym.make("agentgym/Search-v1", parser="tags").unwrapped
+    assert tags.env_id == "agentgym/SearchR1-v1"
+    assert str(tags.fingerprint) == str(gym.make("agentgym/SearchR1-v1").unwrapped.fingerprint)
+    assert gym.make("agentgym/Search-v0").unwrapped.env_id == "agentgym/Search-v1"
+
