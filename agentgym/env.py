@@ -83,17 +83,17 @@ class ToolEnv(TurnSettings, gym.Env[str, str]):
         render_mode: Literal["ansi"] | None = None,
         **family_kwargs: Any,
     ) -> None:
+        # Every check that can refuse the env runs before a family is built from kwargs: a
+        # family may take shared resources (a retriever client), and a refused env is never
+        # closed, so it must hold nothing.
         if max_turns < 1:
             raise ConfigError(f"Expected max_turns >= 1, actual value: {max_turns}")
-        if family is None and (self.family_class is not None or family_kwargs):
-            family = self.make_family(family_kwargs, parser=parser, split=split)
-        elif family_kwargs:
+        if family is not None and family_kwargs:
             raise ConfigError(f"Unknown kwarg(s) {sorted(family_kwargs)} for {type(self).__name__}: the family is "
                               "given, so its settings are its own")
-        self.family = family
-        if family is not None:
-            self.env_name, self.env_version = family.name, family.version
-            self.splits, self.reset_options = family.splits, family.reset_options
+        described_by = family if family is not None else self.family_class  # splits are a class attribute
+        if described_by is not None:
+            self.splits, self.reset_options = described_by.splits, described_by.reset_options
         self._init_turn_settings(parser=parser, tool_output_budget_chars=tool_output_budget_chars,
                                  max_action_chars=max_action_chars, max_observation_chars=max_observation_chars,
                                  split=split, render_mode=render_mode)
@@ -111,6 +111,12 @@ class ToolEnv(TurnSettings, gym.Env[str, str]):
         self._live_resources = False
         self._turns = TurnEngine([], self.parser, self.telemetry, max_action_chars)
         self._episode_start = time.perf_counter()
+        if family is None and (self.family_class is not None or family_kwargs):
+            family = self.make_family(family_kwargs, parser=parser, split=split)  # last: nothing refuses after it
+        self.family = family
+        if family is not None:
+            self.env_name, self.env_version = family.name, family.version
+            self.splits, self.reset_options = family.splits, family.reset_options
 
     def _registration_id(self) -> str | None:
         return self.spec.id if self.spec is not None else None  # set by gym.make after __init__

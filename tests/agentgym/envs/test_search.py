@@ -177,3 +177,21 @@ def test_a_refused_config_holds_no_retriever_client():
     client = shared_resources().retriever(url, **settings)
     run_sync(shared_resources().release_retriever(client))  # the only user lets go: closed, forgotten
     assert shared_resources().retriever(url, **settings) is not client
+
+
+@pytest.mark.parametrize("bad", [{"split": "dev"}, {"render_mode": "human"}, {"parser": "xml"}])
+def test_a_refused_env_config_is_a_config_error_and_holds_no_retriever_client(retriever_service, bad):
+    """The env's own checks (split, render_mode, parser) run before the family is built,
+    so the refusal is a ConfigError (not the family's KeyError) and no share is taken."""
+    from agentgym.resources import shared_resources
+    from agentgym.runtime import run_sync
+
+    url = retriever_service.url  # a fresh service (port) per test: no other test shares its client
+    with pytest.raises(ConfigError):
+        gym.make("agentgym/Search-v1", retriever_url=url, **bad)
+    settings = {"timeout_s": 5.0, "max_retries": 2, "max_concurrency": 64}  # the family's defaults
+    client = shared_resources().retriever(url, **settings)
+    run_sync(shared_resources().release_retriever(client))  # the only user lets go: closed, forgotten
+    fresh = shared_resources().retriever(url, **settings)
+    run_sync(shared_resources().release_retriever(fresh))
+    assert fresh is not client
