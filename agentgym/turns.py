@@ -25,9 +25,11 @@ is assembled, so a single agent and a team cannot drift apart on what counts in 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar
 
 from agentgym.errors import ConfigError
@@ -46,6 +48,16 @@ _OWN_NAMESPACE = "agentgym/"
 
 _closing: set[asyncio.Task[None]] = set()
 """Closes started on the runtime loop, kept referenced until they finish."""
+
+_log = logging.getLogger(__name__)
+
+
+def _report_failed_close(env_id: str, task: asyncio.Task[None]) -> None:
+    """Forget a finished close; log its error with the env it belongs to (this retrieves it)."""
+    _closing.discard(task)
+    if not task.cancelled() and (error := task.exception()) is not None:
+        _log.error("%s: close failed on the runtime loop; its resources may not be released", env_id,
+                   exc_info=error)
 
 
 @dataclass(frozen=True)
@@ -200,15 +212,21 @@ class TurnSettings:
         """The first observation of a seat: system prompt, tool listing, task prompt."""
         return self.fit_observation(f"{system}\n\n{tool_listing(tools)}\n\n{user}").text
 
-    @staticmethod
-    def _finish_close(close: Coroutine[Any, Any, None]) -> None:
+    def _finish_close(self, close: Coroutine[Any, Any, None]) -> None:
         """Run an env's ``close`` work from anywhere: on the runtime loop (closed from a
         coroutine) it is scheduled there and kept referenced, so it never blocks the loop;
-        elsewhere it runs to the end before ``close`` returns."""
+        elsewhere it runs to the end before ``close`` returns, and raises what it raises.
+
+        A scheduled close that fails is logged (``agentgym.turns``, ERROR, with the env id
+        and the traceback) as soon as it fails. It is not re-raised: ``close`` has returned,
+        and a closed env has no later call to raise it from. Without this the error would
+        only reach asyncio's "exception was never retrieved" log, with no context, whenever
+        the task happened to be collected.
+        """
         if in_runtime_loop():
             task = asyncio.get_running_loop().create_task(close)
             _closing.add(task)
-            task.add_done_callback(_closing.discard)
+            task.add_done_callback(partial(_report_failed_close, self.env_id))
         else:
             run_sync(close)
 

@@ -91,3 +91,29 @@ def test_agentgym_ids_name_what_was_made():
     assert str(tags.fingerprint) == str(gym.make("agentgym/SearchR1-v1").unwrapped.fingerprint)
     assert gym.make("agentgym/Search-v0").unwrapped.env_id == "agentgym/Search-v1"
 
+
+# ---- a close scheduled on the runtime loop ---------------------------------------------
+class _FamilyWhoseCloseFails(ProbeFamily):
+    async def aclose(self) -> None:
+        raise RuntimeError("the pool would not close")
+
+
+def test_a_close_that_fails_on_the_runtime_loop_is_logged_with_the_env_and_retrieved(caplog):
+    import asyncio
+    import gc
+    import logging
+
+    from agentgym.env import ToolEnv
+
+    async def close_from_a_coroutine() -> None:
+        ToolEnv(_FamilyWhoseCloseFails()).close()  # scheduled, not awaited: close must not block the loop
+        for _ in range(20):
+            await asyncio.sleep(0)
+
+    with caplog.at_level(logging.ERROR):
+        run_sync(close_from_a_coroutine())
+        gc.collect()  # an unretrieved task exception would be reported now, without context
+    failed = [r for r in caplog.records if r.name == "agentgym.turns"]
+    assert len(failed) == 1 and "agentgym/Probe-v0: close failed" in failed[0].getMessage()
+    assert "the pool would not close" in str(failed[0].exc_info[1])
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
