@@ -79,14 +79,17 @@ $(PEERS_STAMP): pyproject.toml
 	$(PEERS_PY) -m pip install -q --upgrade pip
 	$(PEERS_PY) -m pip install -q torch==2.13.0
 	$(PEERS_PY) -m pip install -q "trl==1.16.*"
-	$(PEERS_PY) -m pip install -q -e ".[train,dev,openenv]"
-	$(PEERS_PY) -c "import torch, trl; assert torch.__version__ == '2.13.0+cpu', torch.__version__; print('trl', trl.__version__, 'torch', torch.__version__)"
+	$(PEERS_PY) -m pip install -q -e ".[train,dev,openenv,verifiers]"
+	$(PEERS_PY) -m pip check
+	$(PEERS_PY) -c "import torch, trl, verifiers; assert torch.__version__ == '2.13.0+cpu', torch.__version__; print('trl', trl.__version__, 'verifiers', verifiers.__version__, 'torch', torch.__version__)"
 	touch $(PEERS_STAMP)
 
-# Tests marked `peers` (the TRL example: GRPO through agentgym serve-env over OpenEnv) run
-# in the peers venv; AGENTGYM_REQUIRE_PEERS=1 makes a missing TRL a failure, not a skip.
+# Tests marked `peers` (the TRL example: GRPO through agentgym serve-env over OpenEnv; the
+# verifiers adapter, whose mcp==2.0.0 pin keeps it out of .venv) run in the peers venv;
+# AGENTGYM_REQUIRE_PEERS=1 makes a missing TRL or verifiers a failure, not a skip.
 test-peers: $(PEERS_STAMP)
-	AGENTGYM_REQUIRE_PEERS=$${AGENTGYM_REQUIRE_PEERS:-1} $(PEERS_VENV)/bin/pytest -q -p no:randomly -m peers tests/examples
+	AGENTGYM_REQUIRE_PEERS=$${AGENTGYM_REQUIRE_PEERS:-1} $(PEERS_VENV)/bin/pytest -q -p no:randomly -m peers \
+		tests/examples tests/agentgym/interop/test_verifiers_env.py
 
 clean:
 	rm -rf $(VENV) .benchmarks benchmarks/results

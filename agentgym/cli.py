@@ -214,7 +214,7 @@ def serve_retriever(
 
 @app.command("serve-env")
 def serve_env(
-    env_id: Annotated[str, typer.Argument(help="e.g. agentgym/Search-v0")],
+    env_id: Annotated[str, typer.Argument(help="e.g. agentgym/Search-v1")],
     host: str = "127.0.0.1",
     port: int = 8000,
     max_sessions: Annotated[int, typer.Option(help="concurrent sessions (one env each)")] = 64,
@@ -232,13 +232,13 @@ def serve_mcp(
     transport: Annotated[str, typer.Option(help="stdio or streamable-http")] = "stdio",
     host: str = "127.0.0.1",
     port: int = 8000,
-    kwarg: Annotated[Optional[list[str]], typer.Option("--kwarg", "-k", help="Search-v0 kwarg for the search tool")] = None,
+    kwarg: Annotated[Optional[list[str]], typer.Option("--kwarg", "-k", help="Search-v1 kwarg for the search tool")] = None,
 ) -> None:
     """Serve the sandboxed Python (one sandbox per MCP session) and search as MCP tools (needs agentgym[mcp])."""
     from agentgym.commands.interop import serve_mcp_command
 
     _run(lambda: serve_mcp_command([t.strip() for t in tools.split(",") if t.strip()], transport, host, port,
-                                   _check_env("agentgym/Search-v0", kwarg, multi_agent=False)))
+                                   _check_env("agentgym/Search-v1", kwarg, multi_agent=False)))
 
 
 @app.command()

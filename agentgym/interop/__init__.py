@@ -1,7 +1,7 @@
-"""agentgym speaking other frameworks' protocols: MCP, OpenEnv.
+"""agentgym speaking other frameworks' protocols: MCP, OpenEnv, verifiers.
 
-Each adapter is an optional extra (``pip install 'agentgym[mcp]'``, ``'agentgym[openenv]'``)
-imported only when used; without it, using the adapter raises
+Each adapter is an optional extra (``pip install 'agentgym[mcp]'``, ``'agentgym[openenv]'``,
+``'agentgym[verifiers]'``) imported only when used; without it, using the adapter raises
 :class:`~agentgym.interop.extras.MissingExtraError` naming the extra.
 
 - :class:`MCPToolbox` / :func:`with_mcp_tools`: an MCP server's tools inside a ``ToolEnv``.
@@ -10,6 +10,8 @@ imported only when used; without it, using the adapter raises
 - :func:`openenv_app`: any registered env over OpenEnv's protocol (``agentgym serve-env``).
 - :func:`openenv_env`: any OpenEnv server as a Gymnasium text env under agentgym's
   status contract.
+- :func:`as_verifiers_env`: any registered env as a verifiers environment (taskset id
+  ``agentgym-verifiers``), rewarded by agentgym's scorer; infra failures fail the rollout.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ __all__ = [
     "MCPToolbox",
     "MissingExtraError",
     "OpenEnvTextEnv",
+    "as_verifiers_env",
     "build_mcp_server",
     "openenv_app",
     "openenv_env",
@@ -39,6 +42,7 @@ _WHERE = {
     "openenv_app": "agentgym.interop.openenv_server",
     "openenv_env": "agentgym.interop.openenv_client",
     "OpenEnvTextEnv": "agentgym.interop.openenv_client",
+    "as_verifiers_env": "agentgym.interop.verifiers_env",
 }
 
 

@@ -36,7 +36,7 @@ __all__ = ["SERVABLE_TOOLS", "ServeConfig", "SessionSandboxes", "build_mcp_serve
 
 SERVABLE_TOOLS = ("python", "search")
 """Tool groups ``serve-mcp`` offers: ``python`` (a persistent sandboxed interpreter) and
-``search`` (``search`` and ``open`` over Search-v0's corpus)."""
+``search`` (``search`` and ``open`` over Search-v1's corpus)."""
 
 Transport = Literal["stdio", "streamable-http"]
 STDIO_SESSION = "stdio"
@@ -50,7 +50,7 @@ class ServeConfig:
 
     Attributes:
         tools: tool groups from :data:`SERVABLE_TOOLS`.
-        search_kwargs: Search-v0 keyword arguments for the search tool (corpus, retriever).
+        search_kwargs: Search-v1 keyword arguments for the search tool (corpus, retriever).
         sandbox_backend: ``docker``, ``process`` or None (``AGENTGYM_SANDBOX``, then auto).
         python_timeout_s: deadline of one cell inside the sandbox.
         idle_timeout_s: a session's sandbox is released after this long without a call.
@@ -196,7 +196,7 @@ def _search_tools(search_kwargs: dict[str, Any]) -> tuple[list[Tool], Any]:
 
     import agentgym  # noqa: F401 - registers the envs
 
-    env = gym.make("agentgym/Search-v0", **search_kwargs)
+    env = gym.make("agentgym/Search-v1", **search_kwargs)
     tools = env.unwrapped.tools_for(None)
     return [tools["search"], tools["open"]], env
 

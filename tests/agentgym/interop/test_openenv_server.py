@@ -17,14 +17,14 @@ from agentgym.interop.launch import agentgym_server, free_port
 @pytest.fixture(scope="module")
 def search_url():
     port = free_port()
-    with agentgym_server(["serve-env", "agentgym/Search-v0", "--port", str(port), "--max-sessions", "8"],
+    with agentgym_server(["serve-env", "agentgym/Search-v1", "--port", str(port), "--max-sessions", "8"],
                          f"http://127.0.0.1:{port}/health") as proc:
         yield f"http://127.0.0.1:{port}"
         assert proc.poll() is None, "the server died during the tests"
 
 
 async def test_openenv_client_plays_a_search_episode_to_the_end_with_reward_and_info(search_url):
-    local = gym.make("agentgym/Search-v0")
+    local = gym.make("agentgym/Search-v1")
     text, info = local.reset(seed=5)
     async with GenericEnvClient(base_url=search_url) as client:
         result = await client.reset(seed=5)
@@ -53,7 +53,7 @@ def test_openenv_env_plays_the_served_env_with_its_reward_and_fingerprint(search
     """agentgym's own OpenEnv client (openenv_env) against serve-env: the same episode as in-process."""
     from agentgym.interop import openenv_env
 
-    local, remote = gym.make("agentgym/Search-v0"), openenv_env(search_url)
+    local, remote = gym.make("agentgym/Search-v1"), openenv_env(search_url)
     try:
         text, info = remote.reset(seed=4)
         local_text, local_info = local.reset(seed=4)
@@ -91,7 +91,7 @@ async def test_misuse_of_the_api_comes_back_as_a_named_error(search_url):
 
 
 async def test_reset_options_pick_the_task(search_url):
-    local = gym.make("agentgym/Search-v0")
+    local = gym.make("agentgym/Search-v1")
     _, info = local.reset(seed=9)
     async with GenericEnvClient(base_url=search_url) as client:
         result = await client.reset(options={"task_id": info["task_id"]})
