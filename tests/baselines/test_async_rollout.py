@@ -180,9 +180,9 @@ def test_a_group_too_old_for_the_bound_is_dropped_never_trained_on(tokenizer):
 
 def test_a_hung_step_times_out_into_a_dropped_episode_and_the_next_batch_arrives(tokenizer):
     gates = {0: asyncio.Event()}  # never released
-    rollout, engine = _gated_rollout(tokenizer, gates, max_staleness=0, step_timeout_s=0.5)
+    rollout, engine = _gated_rollout(tokenizer, gates, max_staleness=0, step_timeout_s=2.0)
     try:
-        first = rollout.collect(0)  # its only episode hangs in its first step: dropped after 0.5 s, counted
+        first = rollout.collect(0)  # its only episode hangs in its first step: dropped after 2 s, counted
         assert first.trajectories == [] and first.dropped_infra_failed == 1
         assert first.stats["rollout/dropped_stuck_episodes"] == 1.0 and first.stats["rollout/dropped_infra_failed"] == 1.0
         second = rollout.collect(1)
