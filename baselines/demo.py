@@ -9,6 +9,10 @@ tasks, runs PPO-EWMA, evaluates again, and writes ``runs/calculator_cpu/metrics.
 and PNG curves (``plots/success.png``). Overrides use the config's dotted keys, e.g.
 ``steps=10``.
 
+The run is deterministic on a given machine (:func:`make_deterministic`): the same
+command gives the same metrics and weights, run after run. Across machines, CPU kernels
+(thread count, instruction set) change float rounding, and sampling amplifies it.
+
 Two success rates are reported on the same validation tasks: the policy RL trains,
 sampled at the rollout temperature (what PPO optimises), and its greedy decoding (which
 RL only moves indirectly, by sharpening the distribution).
@@ -22,6 +26,23 @@ import time
 from pathlib import Path
 
 CONFIG = Path(__file__).with_name("configs") / "calculator_cpu.yaml"
+DEMO_THREADS = 2
+"""Intra-op threads: fixed, because a float sum split over another thread count rounds
+differently, and one flipped sample changes every step after it."""
+
+
+def make_deterministic(threads: int = DEMO_THREADS) -> None:
+    """Make this process's training reproducible: fixed thread counts, deterministic
+    kernels, and no tokenizer worker pool. Seeds come from the config (the trainer seeds
+    every RNG it uses from ``seed``; each rollout call and SFT draw has its own seed)."""
+    import os
+
+    import torch
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # BPE training and encoding in one thread
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     from baselines.plot import plot_run
     from baselines.trainer import Trainer
 
+    make_deterministic()
     console = Console()
     cfg = load_config(CONFIG, list(sys.argv[1:] if argv is None else argv))
     console.rule("[bold]agentgym baselines demo: PPO-EWMA on Calculator-v0 (CPU)")
