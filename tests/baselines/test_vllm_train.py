@@ -30,7 +30,8 @@ def test_agentgym_train_with_the_vllm_engine_takes_optimiser_steps(trained_model
     assert [r["step"] for r in rows] == [1, 2, 3]
     assert sum(r["train/optimizer_steps"] for r in rows) > 0, rows  # PPO-EWMA really stepped
     for r in rows:
-        # the engine sampled from the trainer's weights: fp32 vLLM vs transformers
-        assert r["mismatch/logprob_abs_diff_mean"] < 1e-4, r["mismatch/logprob_abs_diff_mean"]
+        if r["train/optimizer_steps"] > 0:  # mismatch/* are measured in the first optimiser step (baselines.update)
+            # the engine sampled from the trainer's weights: fp32 vLLM vs transformers
+            assert r["mismatch/logprob_abs_diff_mean"] < 1e-4, r["mismatch/logprob_abs_diff_mean"]
     synced = [r["perf/sync_s"] for r in rows if r["train/optimizer_steps"] > 0]
     print(f"\nvLLM train: optimizer steps {[r['train/optimizer_steps'] for r in rows]}, sync seconds {synced}")
