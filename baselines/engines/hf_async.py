@@ -218,6 +218,8 @@ class BatchingEngine:
             close()
 
     def __getattr__(self, name: str) -> Any:  # score(), last_sync_s, platform, ...
+        if name == "engine":  # not set yet (copy, unpickling): no recursion
+            raise AttributeError(name)
         return getattr(self.engine, name)
 
     # ---------------------------------------------------------------- internals
