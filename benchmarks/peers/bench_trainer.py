@@ -18,8 +18,9 @@ Measured definitions (the same on both sides): rollout seconds = generating and 
 completions (agentgym: the step's wall time minus its update and weight sync; TRL: its
 ``_generate_and_score_completions``); rollout tokens/s = generated tokens / rollout
 seconds; training tokens/s = prompt + completion tokens of the rows trained on / (step wall
-time - rollout seconds). agentgym runs synchronously here (``rollout.max_staleness=0``). agentgym leaves groups whose rewards are all equal
-out of the update (they carry no signal); the table says what fraction it trained on.
+time - rollout seconds). agentgym runs synchronously here (``rollout.max_staleness=0``) and
+leaves groups whose rewards are all equal out of the update (they carry no signal; TRL
+trains on them with a zero advantage); the table says what fraction it trained on.
 """
 
 from __future__ import annotations
