@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from baselines.advantages import group_normalized_advantages
-from baselines.agent_loop import AgentLoop, AgentLoopConfig
+from baselines.agent_loop import AgentLoop, AgentLoopConfig, make_rollout_envs
 from baselines.async_rollout import AsyncRollout, AsyncRolloutConfig
 from baselines.chat_tokens import ChatTokenizer
 from baselines.checkpoint import load_checkpoint, save_checkpoint
@@ -156,7 +156,10 @@ class Trainer:
         self.updater = PolicyUpdater(self.model, self.optimizer, self.ewma, config.algo, self.info, config.rollout.temperature,
                                      compute_dtype=self.compute_dtype)
         n_local = self._local_tasks(config.rollout.tasks_per_step)
-        envs = [gym.make(config.env.id, **config.env.kwargs) for _ in range((config.rollout.max_staleness + 1) * n_local * config.rollout.group_size)]
+        envs = make_rollout_envs(config.env.id, config.env.kwargs,
+                                 (config.rollout.max_staleness + 1) * n_local * config.rollout.group_size,
+                                 fleet=config.rollout.fleet, fleet_workers=config.rollout.fleet_workers,
+                                 fleet_address=config.rollout.fleet_address)
         sampling = SamplingConfig(config.rollout.max_new_tokens, config.rollout.temperature, config.rollout.top_p)
         self.logger = MetricsLogger(self.run_dir, tensorboard=config.log.tensorboard, wandb_project=config.log.wandb_project,
                                     config=config_to_dict(config)) if self.info.is_main else None

@@ -75,3 +75,31 @@ def test_async_rollout_through_a_fleet_matches_local_envs(tiny_model_dir, tokeni
         for env in local_envs + fleet_envs:
             env.close()
     assert not ray.is_initialized()  # the last handle closed the fleet and the instance it started
+
+
+def test_agentgym_train_rolls_out_through_the_fleet(tmp_path, tiny_model_dir):
+    """``rollout.fleet: ray`` in a training config: the trainer's envs are fleet handles, a
+    training step's episodes all come back from the workers, and closing the trainer ends the
+    fleet and the Ray instance it started."""
+    _need_ray()
+    import json
+
+    import ray
+
+    from baselines.config import load_config
+    from baselines.trainer import Trainer
+
+    config = load_config("baselines/configs/calculator_cpu.yaml", [
+        f"model.path={tiny_model_dir}", f"log.run_dir={tmp_path}/run", "log.tensorboard=false", "steps=1",
+        "eval_every=0", "sft.episodes=0", "rollout.tasks_per_step=2", "rollout.group_size=2",
+        "rollout.max_new_tokens=8", "rollout.fleet=ray", "rollout.fleet_workers=2", "rollout.fleet_address=local",
+    ])
+    trainer = Trainer(config)
+    try:
+        assert {type(env).__name__ for env in trainer.loop.envs} == {"FleetEnvHandle"}
+        trainer.train()
+    finally:
+        trainer.close()
+    row = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[-1])
+    assert row["step"] == 1 and row["rollout/episodes"] == 4 and row["rollout/dropped_infra_failed"] == 0
+    assert not ray.is_initialized()
