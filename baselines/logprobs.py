@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["sequence_logprobs", "first_generated_position"]
+__all__ = ["first_generated_position", "sequence_logprobs"]
 
 
 def sequence_logprobs(

@@ -61,9 +61,21 @@ import torch
 from baselines.engines.base import Generation, SamplingConfig, strip_wrapper_prefixes
 from baselines.errors import EngineError, EngineUnavailableError
 
-__all__ = ["VLLMEngine", "MIN_VLLM_VERSION", "SharedWeights", "sampling_kwargs", "token_prompts", "outputs_to_generations",
-           "vllm_weight_items", "check_vllm_version", "request_seed", "LLMWeightSyncClient", "WeightTransferPath",
-           "weight_transfer_path", "ipc_buffer_bytes"]
+__all__ = [
+    "MIN_VLLM_VERSION",
+    "LLMWeightSyncClient",
+    "SharedWeights",
+    "VLLMEngine",
+    "WeightTransferPath",
+    "check_vllm_version",
+    "ipc_buffer_bytes",
+    "outputs_to_generations",
+    "request_seed",
+    "sampling_kwargs",
+    "token_prompts",
+    "vllm_weight_items",
+    "weight_transfer_path",
+]
 
 logger = logging.getLogger(__name__)
 _ALIGN = 64  # byte alignment of each tensor in the shared file (any dtype can be viewed)
@@ -356,7 +368,10 @@ class VLLMEngine:
     def _send_by_cuda_ipc(self, named: list[tuple[str, torch.Tensor]]) -> None:
         """vLLM's IPC weight transfer, packed (one reusable GPU buffer, chunked); each
         tensor is cast to the engine dtype as it is packed, never all at once."""
-        from vllm.distributed.weight_transfer.ipc_engine import IPCTrainerInitInfo, IPCTrainerWeightTransferEngine
+        from vllm.distributed.weight_transfer.ipc_engine import (
+            IPCTrainerInitInfo,
+            IPCTrainerWeightTransferEngine,
+        )
 
         buffer = ipc_buffer_bytes(named, self.dtype)
         init = IPCTrainerInitInfo(rank=0, packed=True, packed_buffer_size_bytes=buffer)

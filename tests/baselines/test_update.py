@@ -1,5 +1,6 @@
 """PolicyUpdater steps only on data that carries a learning signal."""
 
+import pytest
 import torch
 
 from baselines.config import AlgoConfig
@@ -176,8 +177,6 @@ def _mismatch(mode: str, denominator: str = "kept"):
 
     return MismatchConfig(mode=mode, mis_low=0.5, mis_high=2.0, tis_cap=1.5, mis_denominator=denominator)
 
-
-import pytest  # noqa: E402
 
 
 @pytest.mark.parametrize("proximal, mode, denominator, passes_per_micro", [
