@@ -27,6 +27,32 @@ __all__ = ["RemoteRetriever", "RetrieverProtocolError", "RetrieverUnavailableErr
 _JITTER = random.Random()  # backoff jitter: a private generator, never the global one
 
 
+class _ClosedByEitherSide(asyncio.StreamReaderProtocol):
+    """A connection the service closes is closed on our side too, at once.
+
+    ``asyncio.open_connection``'s protocol keeps a socket half-open after the peer's end
+    of stream, for protocols that still write after it. HTTP/1.1 never does: a kept-alive
+    connection the service closed (idle timeout, restart, stop) is dead. Left half-open,
+    it sits in the pool as an open socket (CLOSE_WAIT) until the next call finds it, or,
+    in a client nobody uses again, until the process ends, where it is reported as
+    ``ResourceWarning: unclosed <StreamWriter ...>``.
+    """
+
+    def eof_received(self) -> bool:
+        super().eof_received()  # the reader sees the end of stream (buffered data stays readable)
+        return False  # and the transport closes itself
+
+
+async def _open_connection(host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """``asyncio.open_connection`` with :class:`_ClosedByEitherSide` (its docstring invites
+    exactly this copy: a reader, a protocol, a connection, a writer)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=1 << 22, loop=loop)
+    protocol = _ClosedByEitherSide(reader, loop=loop)
+    transport, _ = await loop.create_connection(lambda: protocol, host, port)
+    return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
+
+
 class RetrieverUnavailableError(InfraError):
     """The retriever service could not be reached or kept failing; retried, then infra_failed."""
 
@@ -174,7 +200,7 @@ class RemoteRetriever:
             if not writer.is_closing() and not reader.at_eof():
                 return reader, writer, True
             writer.close()
-        reader, writer = await asyncio.open_connection(self._host, self._port, limit=1 << 22)
+        reader, writer = await _open_connection(self._host, self._port)
         return reader, writer, False
 
     async def _round_trip(self, method: str, path: str, payload: Any) -> HTTPMessage:

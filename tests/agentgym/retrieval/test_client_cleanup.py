@@ -54,3 +54,22 @@ def test_moving_to_another_loop_closes_the_old_loops_connections(service):
         run_sync(asyncio.sleep(0.05))  # let the runtime loop run the closes it was handed
 
     assert _resource_warnings(cycle) == []
+
+
+def test_a_connection_the_service_closes_is_closed_on_the_client_side_too(index):
+    """An env that is never closed keeps its client, and the client its idle connections;
+    when the service goes away they must not stay open (CLOSE_WAIT) until the process ends
+    and then be reported as ``unclosed <StreamWriter>``: the service's close closes ours.
+    Any ResourceWarning fails the test (recorded: one raised in ``__del__`` cannot propagate)."""
+    from agentgym.retrieval import start_service_in_thread
+
+    def cycle() -> None:
+        running = start_service_in_thread(index, port=0)
+        client = RemoteRetriever(running.url)
+        run_sync(_two_connections(client))  # a round trip that leaves two kept-alive connections
+        running.stop()  # the service drops them; the client is neither used nor closed again
+        run_sync(asyncio.sleep(0.1))  # the runtime loop sees the service's close
+        assert all(writer.is_closing() for _, writer in client._idle)  # noqa: SLF001
+        del client
+
+    assert _resource_warnings(cycle) == []
