@@ -114,6 +114,11 @@ class AsyncRollout:
         first_step: the trainer step of the first :meth:`collect` (a resumed run's step).
     """
 
+    lockstep: bool = True
+    """Batch ``max_staleness=0`` generation in the synchronous loop's turns (one request per
+    running episode per call). A subclass whose episodes issue a varying number of
+    requests per turn (:class:`~baselines.team_rollout.TeamRollout`) turns it off."""
+
     def __init__(self, envs: Sequence[Any], engine: AsyncEngine, chat: ChatTokenizer, config: AgentLoopConfig,
                  async_config: AsyncRolloutConfig, tasks_per_batch: int, group_size: int, schedule: BatchSchedule,
                  first_step: int = 0) -> None:
@@ -205,7 +210,7 @@ class AsyncRollout:
 
     def _admit(self, step: int) -> None:
         target = (step - self.first_step + self.max_staleness + 1) * self.tasks_per_batch
-        if self.max_staleness == 0 and self._admitted < target:
+        if self.max_staleness == 0 and self.lockstep and self._admitted < target:
             _, sampling_seed = self.schedule(step)
             self.engine.begin_lockstep(self.tasks_per_batch * self.group_size, sampling_seed)
         while self._admitted < target:
@@ -234,7 +239,7 @@ class AsyncRollout:
             self._error = self._error or e
         finally:
             self._free.append(env)
-            if self.max_staleness == 0:
+            if self.max_staleness == 0 and self.lockstep:
                 self.engine.lower_barrier()
             self._member_done(group)
 
