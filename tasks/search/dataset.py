@@ -22,7 +22,7 @@ from tasks.search.corpus import Corpus
 from tasks.search.generators import generate_audited
 from tasks.search.jsonl import RowReader, jsonl_rows
 from tasks.search.knowledge import build_knowledge_base
-from tasks.search.quality import QualityAudit
+from tasks.search.quality import AUDIT_LABELS_VERSION, QualityAudit
 from tasks.search.questions import Hop, Question
 from tasks.search.sources import source_versions
 from tasks.search.splits import SPLITS, Split, split_questions
@@ -89,7 +89,8 @@ def cache_root() -> Path:
 
 
 def _default_key(seed: int) -> str:
-    payload = json.dumps({"builder": BUILDER_VERSION, "sources": source_versions(), "seed": seed}, sort_keys=True)
+    payload = json.dumps({"builder": BUILDER_VERSION, "sources": source_versions(), "seed": seed,
+                          "audit_labels": AUDIT_LABELS_VERSION}, sort_keys=True)  # relabelled: same questions
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 

@@ -25,7 +25,13 @@ from dataclasses import dataclass
 from tasks.search.corpus import Corpus
 from tasks.search.grading import normalize_answer
 from tasks.search.knowledge import KnowledgeBase, Person
-from tasks.search.quality import NameIndex, QualityAudit, Rejected, home_phrase
+from tasks.search.quality import (
+    NameIndex,
+    QualityAudit,
+    Rejected,
+    grammar_rejection,
+    home_phrase,
+)
 from tasks.search.questions import Hop, Question, contains_answer, verify_question
 from tasks.search.sources import City, Country, ascii_fold, name_key
 from tasks.search.templates import TEMPLATES, TemplateGrammarError, render
@@ -109,7 +115,7 @@ class Gate:
             try:
                 text = render(template, **slots)
             except TemplateGrammarError as e:
-                raise Rejected("broken wording (grammar check)", str(e)) from None
+                raise Rejected(grammar_rejection(slots), str(e)) from None
             question = Question(f"{template}:{key}", text, tuple(answers), tuple(hops), template)
             if len({h.doc_id for h in hops}) != TEMPLATES[template].hops:
                 raise Rejected("hops do not need distinct documents", question.id)

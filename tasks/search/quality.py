@@ -1,7 +1,8 @@
 """The question-quality gate: names that point at one thing, phrasings that are true, an audit.
 
 Three checks decide whether a generated question may be emitted (the grammar check of
-the wording lives with the templates, ``tasks.search.templates.render``):
+the wording lives with the templates, ``tasks.search.templates.render``; what it refused
+is recorded as one of two reasons, :func:`grammar_rejection`):
 
 * **Uniqueness against the whole corpus.** A name a question uses (a city, a country, a
   person) must not be shared by another entity of the corpus: not exactly after
@@ -28,8 +29,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tasks.search.sources import name_key
+from tasks.search.templates import SLOT_PATTERNS
 
-__all__ = ["COUNTRY_FOUNDED", "NameIndex", "QualityAudit", "Rejected", "home_phrase", "one_edit_apart", "skeleton"]
+__all__ = ["AUDIT_LABELS_VERSION", "BROKEN_WORDING", "COUNTRY_FOUNDED", "NAME_OUTSIDE_GRAMMAR", "NameIndex",
+           "QualityAudit", "Rejected", "grammar_rejection", "home_phrase", "one_edit_apart", "skeleton"]
 
 # States in their present form founded after 1993; every other country of the corpus
 # existed (at least as the state its people are named for) by 1993.
@@ -68,6 +71,40 @@ def one_edit_apart(a: str, b: str) -> bool:
         a, b = b, a
     i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), len(a))
     return a[i + 1:] == b[i + 1:] if len(a) == len(b) else a[i:] == b[i + 1:]
+
+
+# The grammar check refuses two different things, and the audit says which.
+NAME_OUTSIDE_GRAMMAR = "name the slot grammar cannot render"
+"""A real name the proper-name grammar has no room for: a lower-case word that is not one
+of its particles ("Hoji ya Henda", "Ngũgĩ wa Thiong'o"), a digit ("Sector 3"), a word
+opening on a quote or a lower-case prefix ("Al ‘Amārah", "d'Alembert"). The wording would
+be fine; the question is dropped because the template check could not tell it from a
+broken slot."""
+BROKEN_WORDING = "broken wording (grammar check)"
+"""The sentence itself would be wrong: a comma or bracket inside a name (a title or a
+region: "Horatio Nelson, 1st Viscount Nelson", "Mianzhu, Deyang, Sichuan") breaks a
+sentence that lists names, a doubled space or word, or a text that reads as another
+template too."""
+AUDIT_LABELS_VERSION = 2
+"""Bumped when a rejection reason is renamed or split (2: the grammar check's two reasons),
+so a cached audit is rebuilt with the current labels (the questions come out the same)."""
+
+_BREAKS_A_SENTENCE = re.compile(r"[,;()\[\]]|\s{2}")
+
+
+def grammar_rejection(slots: dict[str, str]) -> str:
+    """Which of the grammar check's reasons a question refused by it is dropped for.
+
+    >>> grammar_rejection({"city": "Hoji ya Henda"}) == NAME_OUTSIDE_GRAMMAR
+    True
+    >>> grammar_rejection({"person": "Horatio Nelson, 1st Viscount Nelson", "person_2": "Tyagaraja"}) == BROKEN_WORDING
+    True
+    """
+    outside = [value for slot, value in slots.items()
+               if not re.fullmatch(SLOT_PATTERNS[slot.removesuffix("_2")], value)]
+    if not outside or any(_BREAKS_A_SENTENCE.search(value) for value in outside):
+        return BROKEN_WORDING  # every name fits, so the sentence is what fails; or a name breaks it
+    return NAME_OUTSIDE_GRAMMAR
 
 
 class Rejected(Exception):

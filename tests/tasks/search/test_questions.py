@@ -12,7 +12,15 @@ from tasks.search import (
     verify_question,
 )
 from tasks.search.knowledge import parse_person
-from tasks.search.quality import COUNTRY_FOUNDED, NameIndex, one_edit_apart, skeleton
+from tasks.search.quality import (
+    BROKEN_WORDING,
+    COUNTRY_FOUNDED,
+    NAME_OUTSIDE_GRAMMAR,
+    NameIndex,
+    grammar_rejection,
+    one_edit_apart,
+    skeleton,
+)
 from tasks.search.questions import Hop
 from tasks.search.sources import WikiArticle, name_key
 from tasks.search.templates import TemplateGrammarError, render
@@ -141,10 +149,22 @@ def test_persons_are_people_with_one_nationality(kb):
 def test_the_audit_counts_rejects_by_reason(audit):
     reasons = audit.by_reason()
     for reason in ("compound nationality (no single home country)", "ambiguous city name",
-                   "broken wording (grammar check)", "answer given away in the question"):
+                   BROKEN_WORDING, NAME_OUTSIDE_GRAMMAR, "answer given away in the question"):
         assert reasons[reason] > 0, reasons
         assert audit.examples[reason]
     assert sum(audit.kept.values()) > 10_000
+
+
+def test_the_grammar_checks_refusals_are_split_into_unrenderable_names_and_broken_wording():
+    """A valid name the slot grammar has no room for is not a broken wording: the audit
+    must not count "Hoji ya Henda" with "Horatio Nelson, 1st Viscount Nelson or ..."."""
+    assert grammar_rejection({"city": "Hoji ya Henda"}) == NAME_OUTSIDE_GRAMMAR
+    assert grammar_rejection({"person": "Ngũgĩ wa Thiong'o", "person_2": "Abu Hanifa"}) == NAME_OUTSIDE_GRAMMAR
+    assert grammar_rejection({"city": "Sector 3", "country": "Greece"}) == NAME_OUTSIDE_GRAMMAR
+    assert grammar_rejection({"city": "Mianzhu, Deyang, Sichuan"}) == BROKEN_WORDING
+    assert grammar_rejection({"home": "the present-day country of John Churchill, 1st Duke of Marlborough's "
+                                      "nationality"}) == BROKEN_WORDING
+    assert grammar_rejection({"country": "France"}) == BROKEN_WORDING  # every name fits: the sentence fails
 
 
 def _neighbours(kb, iso2):
