@@ -231,3 +231,25 @@ def test_a_hung_team_step_times_out_into_dropped_seats_and_the_batch_arrives(tok
     # the hung team is dropped whole: both seats flagged infra-failed and counted (the reviewer never got to act)
     assert batch.stats["rollout/dropped_stuck_episodes"] == 1.0 and batch.dropped_infra_failed == 2
     assert [t.info["agent"] for t in batch.trajectories] == ["solver", "reviewer"] and all(t.reward == 1.0 for t in batch.trajectories)
+
+
+def test_a_seat_out_of_context_ends_the_team_episode_truncated(tokenizer):
+    questions = _questions([50])
+    engine = BatchingEngine(ScriptedTeamEngine(tokenizer, questions, set()))
+    chat = ChatTokenizer(tokenizer)
+    env = _team()
+    _, infos = env.reset(seed=50)
+    prompt_len = len(chat.prompt_ids(infos["solver"]["messages"], infos["solver"]["tools"]))
+    first_turn = engine.engine.generate([chat.prompt_ids(infos["solver"]["messages"], infos["solver"]["tools"])], None)[0].token_ids
+    # room for the solver's first turn, not for the tool result (> 1 token) and a second turn
+    config = AgentLoopConfig(SamplingConfig(max_new_tokens=64), prompt_len + len(first_turn) + 64 + 1, 0.0)
+    rollout = TeamRollout([env], engine, chat, config, AsyncRolloutConfig(max_staleness=0), 1, 1, lambda step: ([50], None))
+    try:
+        batch = rollout.collect(0)
+    finally:
+        rollout.close()
+        engine.close()
+    (solver,) = batch.trajectories  # the reviewer never acted
+    assert solver.context_limited and solver.truncated and not solver.terminated and solver.reward == 0.0
+    assert solver.turns == 1 and solver.info == {"agent": "solver", "end_reason": "context_limited"}
+    assert batch.stats["rollout/idle_seats"] == 1.0
