@@ -26,8 +26,8 @@ from agentgym.runtime import run_sync
 from agentgym.telemetry import Telemetry
 from agentgym.wrappers import areset, astep, env_attr
 
-__all__ = ["EpisodeRecord", "RunReport", "run_episodes", "arun_episodes", "drain_episodes", "run_report",
-           "check_counts"]
+__all__ = ["EpisodeRecord", "RunReport", "run_episodes", "arun_episodes", "play_episode", "drain_episodes",
+           "run_report", "check_counts"]
 
 E = TypeVar("E")
 R = TypeVar("R")
@@ -102,7 +102,7 @@ async def arun_episodes(env_id: str, policy: Policy, episodes: int, concurrency:
     """Run ``episodes`` episodes; episode ``i`` is reset with ``seed + i`` (reproducible)."""
     check_counts(episodes, concurrency)
     envs = [gym.make(env_id, **(env_kwargs or {})) for _ in range(min(concurrency, episodes))]
-    return await run_report(env_id, envs, episodes, lambda env, i: _one_episode(env, policy, i, seed + i), on_episode)
+    return await run_report(env_id, envs, episodes, lambda env, i: play_episode(env, policy, i, seed + i), on_episode)
 
 
 def check_counts(episodes: int, concurrency: int) -> None:
@@ -178,7 +178,11 @@ async def drain_episodes(envs: Sequence[E], episodes: int,
     return records, lost
 
 
-async def _one_episode(env: Any, policy: Policy, index: int, seed: int) -> EpisodeRecord:
+async def play_episode(env: Any, policy: Policy, index: int, seed: int) -> EpisodeRecord:
+    """Play one episode of ``env`` (reset with ``seed``) with ``policy`` and record it as
+    episode ``index``: how the in-process runner and every fleet worker play, so both
+    report the same. An ``InfraError`` at reset is an infra-failed record (no resources,
+    no signal); anything else that escapes is the caller's lost episode."""
     try:
         obs, info = await areset(env, seed=seed)
     except InfraError as e:

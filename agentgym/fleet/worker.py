@@ -14,20 +14,18 @@ placement, concurrency and restart options of a :class:`~agentgym.fleet.FleetCon
 from __future__ import annotations
 
 import asyncio
-import inspect
 import os
 import socket
 from collections.abc import Coroutine, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from agentgym.errors import InfraError
 from agentgym.policies import Policy, get_policy
-from agentgym.runner import EpisodeRecord, sandbox_summary
+from agentgym.runner import EpisodeRecord, play_episode, sandbox_summary
 from agentgym.runtime import get_loop, run_sync
 from agentgym.telemetry import Telemetry
 from agentgym.vector import ToolVectorEnv
-from agentgym.wrappers import areset, astep, env_attr
+from agentgym.wrappers import env_attr
 
 __all__ = ["EnvWorker", "EpisodeOutcome", "WorkerInfo", "reap_dead_owners"]
 
@@ -122,8 +120,9 @@ class EnvWorker:
             raise ValueError("this worker was built without a policy; pass one to play whole episodes")
         env = await self._idle.get()
         try:
-            record = await _play(env, self._policy, index, seed)
-            return EpisodeOutcome(record, _take_telemetry(env).to_dict())
+            record = await play_episode(env, self._policy, index, seed)
+            kept = {k: v for k, v in record.info.items() if k != "messages"}  # the transcript stays on the worker
+            return EpisodeOutcome(replace(record, info=kept), _take_telemetry(env).to_dict())
         finally:
             self._idle.put_nowait(env)
 
@@ -157,20 +156,3 @@ def _take_telemetry(env: Any) -> Telemetry:
     taken, core.telemetry = core.telemetry, Telemetry()
     return taken
 
-
-async def _play(env: Any, policy: Policy, index: int, seed: int) -> EpisodeRecord:
-    """One episode, as the in-process runner plays it: an infrastructure failure at reset
-    is an infra-failed record; whatever else escapes is the caller's lost episode."""
-    try:
-        obs, info = await areset(env, seed=seed)
-    except InfraError as e:
-        return EpisodeRecord(index, None, 0.0, False, True, 0, {"reset_error": str(e)})
-    while True:
-        action = policy(env, obs, info)
-        if inspect.isawaitable(action):
-            action = await action
-        obs, reward, terminated, truncated, info = await astep(env, action)
-        if terminated or truncated:
-            kept = {k: v for k, v in info.items() if k != "messages"}  # the transcript stays on the worker
-            return EpisodeRecord(index, info.get("task_id"), float(reward), bool(info.get("success")),
-                                 bool(info.get("infra_failed")), int(info.get("turns", 0)), kept)

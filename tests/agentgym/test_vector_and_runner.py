@@ -138,3 +138,29 @@ def test_batched_paths_step_every_wrapper_gym_make_and_the_user_added():
     assert obs[0] == obs[0].upper() and CountSteps.steps == 1
     report = run_episodes("agentgym/Calculator-v0", oracle_policy, episodes=4, concurrency=2)
     assert report.success_rate == 1.0 and not report.lost
+
+
+def test_play_episode_is_one_episode_of_the_runner_and_of_a_fleet_worker():
+    """The runner and every fleet worker play an episode with the same public function,
+    so what a fleet reports cannot drift from what ``agentgym run`` reports."""
+    from agentgym.fleet.worker import EnvWorker
+    from agentgym.runner import play_episode
+    from agentgym.runtime import run_sync
+
+    env = gym.make("agentgym/Calculator-v0", difficulty=2)
+    record = run_sync(play_episode(env, oracle_policy, 7, 11))
+    report = run_episodes("agentgym/Calculator-v0", oracle_policy, 1, 1, seed=11, env_kwargs={"difficulty": 2})
+    ran = report.episodes[0]
+    assert (record.task_id, record.reward, record.success, record.turns) == (ran.task_id, ran.reward, ran.success,
+                                                                              ran.turns)
+    assert record.index == 7 and record.success and "messages" in record.info
+
+    worker = EnvWorker("agentgym/Calculator-v0", {"difficulty": 2}, 1, "oracle")
+    played = run_sync(worker._episode(7, 11)).record  # noqa: SLF001 - the actor method minus Ray
+    assert (played.index, played.task_id, played.reward, played.turns) == (7, record.task_id, record.reward,
+                                                                            record.turns)
+    assert "messages" not in played.info  # the transcript stays on the worker
+    run_sync(worker.close())
+
+    failed = run_sync(play_episode(FailsFirstReset(), oracle_policy, 0, 0))
+    assert failed.infra_failed and failed.info == {"reset_error": "pool exhausted"} and failed.turns == 0
