@@ -32,7 +32,7 @@ demo: image
 	$(VENV)/bin/agentgym run agentgym/Calculator-v0 --policy oracle --episodes 500 --concurrency 64
 	$(VENV)/bin/agentgym run agentgym/Search-v1 --policy oracle --episodes 200 --concurrency 64
 	$(VENV)/bin/agentgym run agentgym/DataAnalysis-v1 --policy oracle --episodes 64 --concurrency 16
-	$(VENV)/bin/agentgym run agentgym/SearchTeam-v0 --policy oracle --episodes 100 --concurrency 32
+	$(VENV)/bin/agentgym run agentgym/SearchTeam-v1 --policy oracle --episodes 100 --concurrency 32
 	$(PY) -m baselines.demo
 
 test: image

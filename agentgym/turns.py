@@ -191,8 +191,8 @@ class TurnSettings:
         under, so a user's ``myorg/UnitConversion-v0`` is named so.
 
         Ids in the ``agentgym`` namespace are this package's own, and those name what was
-        made: ``env_name`` and ``env_version`` (a family's name and version), so a legacy
-        alias (``agentgym/Search-v0``) and a variant made by kwargs (``agentgym/Search-v1``
+        made: ``env_name`` and ``env_version`` (a family's name and version), so a
+        variant made by kwargs (``agentgym/Search-v1``
         with ``parser="tags"`` is ``agentgym/SearchR1-v1``) keep their fingerprints. An env
         made without a registry is named so too.
         """

@@ -33,12 +33,12 @@ def _pick_env() -> tuple[str, dict, str]:
     import agentgym  # noqa: F401
 
     try:
-        env = gym.make("agentgym/Search-v0")
+        env = gym.make("agentgym/Search-v1")
         env.reset(seed=0)
         env.close()
-        return "agentgym/Search-v0", {}, ""
+        return "agentgym/Search-v1", {}, ""
     except Exception as e:  # noqa: BLE001 - any failure means: not available on this machine
-        return "agentgym/Calculator-v0", {"difficulty": 1}, f"Search-v0 unavailable ({type(e).__name__}: {str(e)[:120]}); using Calculator-v0"
+        return "agentgym/Calculator-v0", {"difficulty": 1}, f"Search-v1 unavailable ({type(e).__name__}: {str(e)[:120]}); using Calculator-v0"
 
 
 # SFT until the sampling policy solves some train tasks, so groups disagree and PPO steps

@@ -3,7 +3,7 @@
 sandboxes; Docker containers are outside it and are reported by ``docker stats``).
 
 Run: ``make bench`` or ``.venv/bin/pytest benchmarks/bench_envs.py --benchmark-only``.
-Restrict with ``AGENTGYM_BENCH_ENVS=agentgym/Search-v0,agentgym/Calculator-v0``.
+Restrict with ``AGENTGYM_BENCH_ENVS=agentgym/Search-v1,agentgym/Calculator-v0``.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ class Case:
 
 CASES = {
     "agentgym/Calculator-v0": Case(4, 256, 3),
-    "agentgym/Search-v0": Case(2, 128, 3),
-    "agentgym/SearchR1-v0": Case(2, 128, 2),
+    "agentgym/Search-v1": Case(2, 128, 3),
+    "agentgym/SearchR1-v1": Case(2, 128, 2),
     "agentgym/DataAnalysis-v1": Case(1, 8, 1),
 }
 

@@ -1,5 +1,5 @@
-"""Fleet throughput on this machine: oracle episodes/s of Search-v1 (what Search-v0 now
-makes) and DataAnalysis-v1 with 1, 2 and 4 Ray env workers against the in-process runner,
+"""Fleet throughput on this machine: oracle episodes/s of Search-v1
+and DataAnalysis-v1 with 1, 2 and 4 Ray env workers against the in-process runner,
 in one run (same episode
 count, same total concurrency), and Ray's overhead per step in ms (a step through a fleet
 worker minus the same step in process, one env, a cheap calculator call).

@@ -14,7 +14,7 @@ import gymnasium as gym
 
 from agentgym.envs.validation import check_env_id, check_env_kwargs
 
-__all__ = ["EnvSpec", "ENVS", "LEGACY_IDS", "check_env_id", "check_env_kwargs", "register_all"]
+__all__ = ["EnvSpec", "ENVS", "RETIRED_IDS", "check_env_id", "check_env_kwargs", "register_all"]
 
 
 @dataclass(frozen=True)
@@ -41,20 +41,20 @@ ENVS: tuple[EnvSpec, ...] = (
 )
 
 
-LEGACY_IDS: dict[str, str] = {"agentgym/Search-v0": "agentgym/Search-v1", "agentgym/SearchR1-v0": "agentgym/SearchR1-v1"}
-"""Old ids that still make the current version while code and configs move over. What they
-make is the new version, and its fingerprint says so (``env``, ``dataset_builder``), so a run
-on an old id never matches one recorded on the old data."""
+RETIRED_IDS: dict[str, str] = {
+    "agentgym/Search-v0": "agentgym/Search-v1",
+    "agentgym/SearchR1-v0": "agentgym/SearchR1-v1",
+    "agentgym/DataAnalysis-v0": "agentgym/DataAnalysis-v1",
+}
+"""Old ids and what replaced them. They are not registered: what they made cannot be made
+any more (the questions were rebuilt), and an alias that quietly made the new version would
+let a config written for the old data train on the new. ``gym.make`` of one raises
+Gymnasium's ``DeprecatedEnv`` naming the new id; ``check_env_id`` (the CLI, configs) says
+the same as a ``ConfigError``."""
 
 
 def register_all() -> None:
     """Register every env (idempotent: a re-import does not warn about re-registration)."""
-    current = {spec.env_id: spec for spec in ENVS}
-    for old, new in LEGACY_IDS.items():
-        if old not in gym.registry:
-            spec = current[new]
-            gym.register(id=old, entry_point=spec.entry_point, kwargs=dict(spec.kwargs),
-                         disable_env_checker=False, order_enforce=True)
     for spec in ENVS:
         if spec.env_id not in gym.registry:
             gym.register(id=spec.env_id, entry_point=spec.entry_point, kwargs=dict(spec.kwargs),

@@ -48,6 +48,10 @@ def check_env_id(env_id: str, *, multi_agent: bool = True) -> None:
     Gymnasium or, when ``multi_agent``, as a multi-agent env."""
     if env_id in gym.registry or (multi_agent and _is_multi_agent(env_id)):
         return
+    retired = _retired_ids().get(env_id)
+    if retired is not None:
+        raise ConfigError(f"{env_id} was retired: its tasks changed, so runs on it could not be matched with runs "
+                          f"on the new version (their fingerprints differ). Use {retired!r}.")
     if _is_multi_agent(env_id):
         raise ConfigError(f"{env_id!r} is a multi-agent env; this takes a single-agent env (`agentgym envs` "
                           "lists both kinds)")
@@ -55,6 +59,13 @@ def check_env_id(env_id: str, *, multi_agent: bool = True) -> None:
     close = difflib.get_close_matches(env_id, known, n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     raise ConfigError(f"Unknown environment {env_id!r}{hint} (`agentgym envs` lists them)")
+
+
+def _retired_ids() -> dict[str, str]:
+    from agentgym.envs import RETIRED_IDS
+    from agentgym.multi_agent import RETIRED_IDS as RETIRED_TEAM_IDS
+
+    return {**RETIRED_IDS, **RETIRED_TEAM_IDS}
 
 
 def _env_class(env_id: str) -> tuple[Any, dict[str, Any]]:

@@ -18,7 +18,7 @@ from agentgym.multi_agent.base import EndReason, TeamEnv
 from agentgym.multi_agent.errors import UnknownAgentError, UnknownTeamEnvError
 from agentgym.multi_agent.policies import TeamPolicy, get_team_policy, oracle_team_policy, random_team_policy
 from agentgym.multi_agent.registry import (
-    LEGACY_IDS,
+    RETIRED_IDS,
     MULTI_AGENT_ENVS,
     MultiAgentEnvSpec,
     is_multi_agent_env,
@@ -30,7 +30,7 @@ from agentgym.multi_agent.review import Proposal, ReviewTeamEnv
 from agentgym.multi_agent.runner import arun_team_episodes, run_team_episode, run_team_episodes
 
 __all__ = [
-    "LEGACY_IDS", "MULTI_AGENT_ENVS", "EndReason", "MultiAgentEnvSpec", "Proposal", "ReviewTeamEnv", "TeamEnv", "TeamPolicy",
+    "RETIRED_IDS", "MULTI_AGENT_ENVS", "EndReason", "MultiAgentEnvSpec", "Proposal", "ReviewTeamEnv", "TeamEnv", "TeamPolicy",
     "UnknownAgentError",
     "UnknownTeamEnvError", "arun_team_episodes", "get_team_policy", "is_multi_agent_env", "make",
     "oracle_team_policy", "random_team_policy", "register", "run_team_episode", "run_team_episodes", "spec",

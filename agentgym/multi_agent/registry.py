@@ -17,7 +17,7 @@ from typing import Any
 from agentgym.multi_agent.base import TeamEnv
 from agentgym.multi_agent.errors import UnknownTeamEnvError
 
-__all__ = ["MultiAgentEnvSpec", "MULTI_AGENT_ENVS", "LEGACY_IDS", "make", "register", "is_multi_agent_env", "spec"]
+__all__ = ["MultiAgentEnvSpec", "MULTI_AGENT_ENVS", "RETIRED_IDS", "make", "register", "is_multi_agent_env", "spec"]
 
 _NAMESPACE = "agentgym/"
 
@@ -59,9 +59,12 @@ MULTI_AGENT_ENVS: list[MultiAgentEnvSpec] = [
 ]
 
 
-LEGACY_IDS: dict[str, str] = {"agentgym/SearchTeam-v0": "agentgym/SearchTeam-v1"}
-"""Old ids that still make the current version while code and configs move over (as the
-single-agent ``agentgym.envs.LEGACY_IDS``); the fingerprint's ``env`` names what was made."""
+RETIRED_IDS: dict[str, str] = {
+    "agentgym/SearchTeam-v0": "agentgym/SearchTeam-v1",
+    "agentgym/AnalysisReview-v0": "agentgym/AnalysisReview-v1",
+}
+"""Old ids and what replaced them; not made (as the single-agent ``agentgym.envs.RETIRED_IDS``):
+asking for one is an error that names the new id."""
 
 
 def _canonical(name: str) -> str:
@@ -71,7 +74,9 @@ def _canonical(name: str) -> str:
 def spec(name: str) -> MultiAgentEnvSpec:
     """The spec registered under ``name`` (with or without the ``agentgym/`` namespace)."""
     env_id = _canonical(name)
-    env_id = LEGACY_IDS.get(env_id, env_id)
+    if env_id in RETIRED_IDS:
+        raise UnknownTeamEnvError(f"{env_id} was retired: its tasks changed, so runs on it could not be matched. "
+                                  f"Use {RETIRED_IDS[env_id]!r}.")
     for s in MULTI_AGENT_ENVS:
         if s.env_id == env_id:
             return s
@@ -84,7 +89,7 @@ def spec(name: str) -> MultiAgentEnvSpec:
 def is_multi_agent_env(name: str) -> bool:
     """Whether ``name`` is a registered multi-agent env (``agentgym run`` dispatches on it)."""
     env_id = _canonical(name)
-    return any(s.env_id == LEGACY_IDS.get(env_id, env_id) for s in MULTI_AGENT_ENVS)
+    return any(s.env_id == env_id for s in MULTI_AGENT_ENVS)
 
 
 def register(new: MultiAgentEnvSpec) -> None:

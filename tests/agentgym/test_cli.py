@@ -45,14 +45,14 @@ def _bad_file(tmp_path, name, text):
     (["run", "agentgym/Calculator-v0", "--episodes", "-1"], "Expected episodes >= 1 and concurrency >= 1"),
     (["run", "agentgym/Calculator-v0", "--concurrency", "0"], "actual values: 100, 0"),
     (["run", "agentgym/Calculator-v0", "--policy", "smart"], "Expected a policy in ['no_code', 'no_tool', 'one_search', 'oracle', 'random'], actual value: 'smart'"),
-    (["run", "agentgym/SearchTeam-v0", "--policy", "smart"], "team policy"),
+    (["run", "agentgym/SearchTeam-v1", "--policy", "smart"], "team policy"),
     (["run", "agentgym/DataAnalysis-v1", "--episodes", "1", "-k", "backend=podman"],
      "Expected kwarg backend of agentgym/DataAnalysis-v1 to be one of ['auto', 'docker', 'process', 'unsafe-process']"),
     (["run", "agentgym/Calculator-v0", "-k", "difficuly=2"], "Unknown kwarg 'difficuly' for agentgym/Calculator-v0; did you mean 'difficulty'?"),
     (["run", "agentgym/Calculator-v0", "-k", "difficulty=two"], "Expected kwarg difficulty of agentgym/Calculator-v0 to be int"),
     (["run", "agentgym/Calculator-v0", "-k", "difficulty=99"], "Expected difficulty 1, 2 or 3, actual value: 99"),
     (["run", "agentgym/Calculator-v0", "-k", "difficulty"], "Expected --kwarg key=value"),
-    (["play", "agentgym/SearchTeam-v0"], "is a multi-agent env"),
+    (["play", "agentgym/SearchTeam-v1"], "is a multi-agent env"),
     (["stress", "agentgym/Calculatr-v0"], "did you mean 'agentgym/Calculator-v0'?"),
     (["stress", "agentgym/Calculator-v0", "--episodes", "0"], "Expected episodes >= 1"),
     (["audit-reward", "agentgym/Calcultor-v0"], "did you mean 'agentgym/Calculator-v0'?"),
@@ -73,7 +73,7 @@ def test_bad_data_files_are_one_line_naming_file_and_line(tmp_path):
     assert result.stderr.strip().endswith(f'{corpus}:2: expected "id" to be a non-empty string, actual value: 5 (int)')
     good = _bad_file(tmp_path, "good.jsonl", '{"id": "a", "contents": "x"}\n')
     qa = _bad_file(tmp_path, "qa.jsonl", '{"question": null, "golden_answers": ["x"]}\n')
-    result = runner.invoke(app, ["run", "agentgym/Search-v0", "--episodes", "1", "-k", f"corpus_path={good}",
+    result = runner.invoke(app, ["run", "agentgym/Search-v1", "--episodes", "1", "-k", f"corpus_path={good}",
                                  "-k", f"qa_path={qa}"])
     assert result.exit_code == 2 and result.stdout == "" and result.stderr.count("\n") == 1
     assert f'{qa}:1: expected "question" to be a non-empty string, actual value: null' in result.stderr

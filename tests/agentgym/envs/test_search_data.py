@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 import agentgym  # noqa: F401 - registers the envs
 from agentgym import fingerprint_diff
 from agentgym.cli import app
+from agentgym.envs import check_env_id
 from agentgym.errors import ConfigError
 
 
@@ -84,9 +85,15 @@ def test_dataset_report_of_an_env_without_questions_is_a_user_error():
 
 @pytest.mark.parametrize("old, new", [("agentgym/Search-v0", "agentgym/Search-v1"),
                                       ("agentgym/SearchR1-v0", "agentgym/SearchR1-v1")])
-def test_an_old_id_makes_the_new_version_and_says_so(old, new):
-    with pytest.warns(DeprecationWarning, match="out of date"):
-        env = gym.make(old)
+def test_a_retired_id_is_refused_and_names_its_successor(old, new):
+    """The v0 questions cannot be made any more: no alias quietly makes v1 under the old name."""
+    with pytest.raises(gym.error.DeprecatedEnv, match=new):
+        gym.make(old)
+    with pytest.raises(ConfigError, match=f"retired.*{new}"):
+        check_env_id(old)
+    result = CliRunner().invoke(app, ["run", old, "--episodes", "1"])
+    assert result.exit_code == 2 and new in result.output
+    env = gym.make(new)
     assert env.unwrapped.env_id == new and env.unwrapped.fingerprint.fields["env"] == new
     assert env.unwrapped.fingerprint.fields["dataset_builder"] == "search-data-4"
     env.close()

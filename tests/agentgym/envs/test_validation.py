@@ -12,11 +12,11 @@ from agentgym.testing import ProbeFamily
 
 
 @pytest.mark.parametrize(("env_id", "kwargs", "message"), [
-    ("agentgym/Search-v0", {"tpok": 3}, "did you mean 'topk'"),
-    ("agentgym/Search-v0", {"topk": "3"}, "topk of agentgym/Search-v0 to be int"),
+    ("agentgym/Search-v1", {"tpok": 3}, "did you mean 'topk'"),
+    ("agentgym/Search-v1", {"topk": "3"}, "topk of agentgym/Search-v1 to be int"),
     ("agentgym/DataAnalysis-v1", {"backend": "dockr"}, "one of ['auto', 'docker'"),
-    ("agentgym/SearchTeam-v0", {"snippet_chars": "long"}, "snippet_chars"),
-    ("agentgym/SearchTeam-v0", {"tpok": 3}, "did you mean 'topk'"),
+    ("agentgym/SearchTeam-v1", {"snippet_chars": "long"}, "snippet_chars"),
+    ("agentgym/SearchTeam-v1", {"tpok": 3}, "did you mean 'topk'"),
     ("agentgym/AnalysisReview-v1", {"tier": "hard"}, "tier"),
     ("agentgym/Calculator-v0", {"split": "dev"}, "split"),
 ])
@@ -27,8 +27,8 @@ def test_family_kwargs_are_checked_before_anything_is_built(env_id, kwargs, mess
 
 
 @pytest.mark.parametrize(("env_id", "kwargs"), [
-    ("agentgym/Search-v0", {"topk": 5, "max_turns": 3, "parser": "hermes"}),
-    ("agentgym/SearchTeam-v0", {"topk": 5, "num_searchers": 3}),
+    ("agentgym/Search-v1", {"topk": 5, "max_turns": 3, "parser": "hermes"}),
+    ("agentgym/SearchTeam-v1", {"topk": 5, "num_searchers": 3}),
     ("agentgym/AnalysisReview-v1", {"tier": 2, "backend": "process", "max_proposals": 1}),
     ("agentgym/Calculator-v0", {"difficulty": 3}),
 ])
@@ -37,7 +37,7 @@ def test_the_envs_own_and_their_familys_kwargs_pass(env_id, kwargs):
 
 
 def test_env_kwargs_of_lists_the_family_settings():
-    assert {"retriever_url", "topk", "max_turns", "parser"} <= set(env_kwargs_of("agentgym/Search-v0"))
+    assert {"retriever_url", "topk", "max_turns", "parser"} <= set(env_kwargs_of("agentgym/Search-v1"))
     assert {"tier", "python_timeout_s", "max_turns"} <= set(env_kwargs_of("agentgym/DataAnalysis-v1"))
 
 

@@ -49,5 +49,5 @@ def test_missing_ray_says_what_to_install(monkeypatch):
 
 
 def test_multi_agent_envs_are_refused_on_ray_before_anything_runs():
-    result = runner.invoke(app, ["run", "agentgym/SearchTeam-v0", "--episodes", "1", "--ray", "local"])
+    result = runner.invoke(app, ["run", "agentgym/SearchTeam-v1", "--episodes", "1", "--ray", "local"])
     assert result.exit_code == 2 and "single-agent" in result.stderr

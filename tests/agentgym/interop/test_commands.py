@@ -14,7 +14,7 @@ runner = CliRunner()
 @pytest.mark.parametrize("args, expect", [
     (["serve-env", "agentgym/Nope-v0"], "Nope-v0"),
     (["serve-env", "agentgym/Calculator-v0", "-k", "difficulty=9"], "difficulty"),
-    (["serve-env", "agentgym/SearchTeam-v0"], "SearchTeam-v0"),  # a team env has no single-agent protocol
+    (["serve-env", "agentgym/SearchTeam-v1"], "SearchTeam-v1"),  # a team env has no single-agent protocol
     (["serve-mcp", "--tools", "python,shell"], "python"),
     (["serve-mcp", "--transport", "carrier-pigeon"], "transport"),
 ])

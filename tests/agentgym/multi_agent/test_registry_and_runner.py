@@ -3,6 +3,7 @@
 import pytest
 
 from agentgym import multi_agent
+from agentgym.envs import check_env_id
 from agentgym.errors import ConfigError
 from agentgym.multi_agent import MULTI_AGENT_ENVS, UnknownTeamEnvError, is_multi_agent_env
 from agentgym.multi_agent.registry import MultiAgentEnvSpec, register
@@ -29,9 +30,13 @@ def test_make_with_and_without_namespace():
     assert is_multi_agent_env("SearchTeam-v1") and not is_multi_agent_env("agentgym/Search-v1")
 
 
-def test_the_old_search_team_id_makes_v1_and_its_fingerprint_says_so():
-    assert is_multi_agent_env("SearchTeam-v0") and "agentgym/SearchTeam-v0" not in {s.env_id for s in MULTI_AGENT_ENVS}
-    env = multi_agent.make("agentgym/SearchTeam-v0", num_searchers=1)
+def test_the_retired_search_team_id_is_refused_and_names_v1():
+    assert not is_multi_agent_env("SearchTeam-v0") and "agentgym/SearchTeam-v0" not in {s.env_id for s in MULTI_AGENT_ENVS}
+    with pytest.raises(UnknownTeamEnvError, match="retired.*SearchTeam-v1"):
+        multi_agent.make("agentgym/SearchTeam-v0", num_searchers=1)
+    with pytest.raises(ConfigError, match="retired.*SearchTeam-v1"):
+        check_env_id("agentgym/SearchTeam-v0")
+    env = multi_agent.make("agentgym/SearchTeam-v1", num_searchers=1)
     assert env.fingerprint.fields["env"] == "agentgym/SearchTeam-v1"
     assert env.fingerprint.fields["search"]["dataset_builder"] == "search-data-4"  # Search-v1's questions
 

@@ -158,7 +158,7 @@ def test_audit_reward_passes_for_every_registered_env(env_id):
 def test_audit_reward_command_prints_a_table_and_passes_on_search_r1(capsys):
     from agentgym.commands.readiness import audit_reward_command
 
-    assert audit_reward_command("agentgym/SearchR1-v0", 3, 0) == 0
+    assert audit_reward_command("agentgym/SearchR1-v1", 3, 0) == 0
     out = capsys.readouterr().out
     assert "Reward-hacking audit" in out and "candidates" in out and "PASS" in out
 

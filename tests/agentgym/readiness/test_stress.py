@@ -116,7 +116,7 @@ def _process_sandbox(monkeypatch):
 
 
 def test_search_with_a_stalled_retriever_process_loses_nothing():
-    report = run_stress(StressConfig("agentgym/Search-v0", episodes=40, concurrency=8,
+    report = run_stress(StressConfig("agentgym/Search-v1", episodes=40, concurrency=8,
                                      faults=FaultPlan({"stall": 0.1}, stall_s=(0.3, 1.5)), adversarial=0.2, seed=3))
     assert report.faults_injected.get("stall", 0) > 0
     assert any("stalls" in n for n in report.notes)
@@ -125,7 +125,7 @@ def test_search_with_a_stalled_retriever_process_loses_nothing():
 
 
 def test_search_survives_a_retriever_restart():
-    report = run_stress(StressConfig("agentgym/Search-v0", episodes=24, concurrency=6,
+    report = run_stress(StressConfig("agentgym/Search-v1", episodes=24, concurrency=6,
                                      faults=FaultPlan({"stop": 0.03}, restart_down_s=0.3), adversarial=0.0, seed=4))
     assert not report.lost and report.completed == 24
     assert _guarantee(report, "silent failures").ok
