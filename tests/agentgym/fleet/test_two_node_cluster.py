@@ -5,7 +5,9 @@ raylet or GCS process of the cluster is left."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 import os
 import shutil
 import signal
@@ -77,11 +79,12 @@ def _stop(pids: set[int], wait_gone) -> set[int]:
     return pids
 
 
-@pytest.fixture(scope="module")
-def two_nodes(ray_installed, wait_gone) -> Iterator[str]:
-    """A head with 1 CPU and no env slots, and a second node with 1 CPU and 8 env slots.
-    Teardown stops exactly this cluster's processes (found by its temp dir and port;
-    ``ray stop`` would stop every Ray on the machine) and checks they are all gone."""
+@contextlib.contextmanager
+def _cluster(node_slots: list[int], wait_gone) -> Iterator[str]:
+    """A head with 1 CPU and no env slots, and one more node per entry of ``node_slots``
+    (1 CPU, that many env slots). Teardown stops exactly this cluster's processes (found by
+    its temp dir and port; ``ray stop`` would stop every Ray on the machine) and checks
+    they are all gone."""
     temp_dir = tempfile.mkdtemp(prefix="agr", dir="/tmp")  # short: Ray's socket paths live under it
     port = _free_port()
     env = {**os.environ, "RAY_AUTH_MODE": "token"}  # the nodes and the driver share ~/.ray/auth_token
@@ -94,8 +97,9 @@ def two_nodes(ray_installed, wait_gone) -> Iterator[str]:
     try:
         _start(["--head", f"--port={port}", f"--ray-client-server-port={_free_port()}", "--num-cpus=1",
                 f"--temp-dir={temp_dir}", "--include-dashboard=false"], env)
-        _start([f"--address=127.0.0.1:{port}", "--num-cpus=1", f"--resources={json.dumps({ENV_SLOTS: SLOTS_NODE})}",
-                f"--dashboard-agent-listen-port={_free_port()}"], env)
+        for slots in node_slots:
+            _start([f"--address=127.0.0.1:{port}", "--num-cpus=1", f"--resources={json.dumps({ENV_SLOTS: slots})}",
+                    f"--dashboard-agent-listen-port={_free_port()}"], env)
         started = mine()
         yield f"127.0.0.1:{port}"
     finally:
@@ -103,14 +107,21 @@ def two_nodes(ray_installed, wait_gone) -> Iterator[str]:
 
         if ray.is_initialized():
             ray.shutdown()
-        left = _stop(mine(), wait_gone)
+        left = _stop(mine() | started, wait_gone)
         if previous_mode is None:
             os.environ.pop("RAY_AUTH_MODE", None)
         else:
             os.environ["RAY_AUTH_MODE"] = previous_mode
         shutil.rmtree(temp_dir, ignore_errors=True)
-    assert len(started) >= 4, "expected a GCS and two raylets at least: the leak check would prove nothing"
+    assert len(started) >= 2 + len(node_slots), "expected a GCS and a raylet per node at least: the leak check would prove nothing"
     assert left == set() and wait_gone(started, 10) == set(), "processes of the cluster outlived its shutdown"
+
+
+@pytest.fixture(scope="module")
+def two_nodes(ray_installed, wait_gone) -> Iterator[str]:
+    """A head (no env slots) and a node with 8 env slots."""
+    with _cluster([SLOTS_NODE], wait_gone) as address:
+        yield address
 
 
 def test_placement_follows_the_resources_each_node_offers(two_nodes, wait_gone):
@@ -139,3 +150,61 @@ def test_placement_follows_the_resources_each_node_offers(two_nodes, wait_gone):
     with pytest.raises(ConfigError, match=f"offer 12 {ENV_SLOTS}.*actual value: 8"):
         EnvFleet(SEARCH, {}, FleetConfig(workers=3, slots=4, placement="env_slots"))
     session.shutdown()
+
+
+def _process_tree(root: int) -> set[int]:
+    tree = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                tree[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    found, frontier = {root}, {root}
+    while frontier:
+        frontier = {pid for pid, parent in tree.items() if parent in frontier and pid not in found}
+        found |= frontier
+    return found
+
+
+def test_a_node_dying_mid_run_loses_no_episode_and_counts_none_twice(ray_installed, wait_gone):
+    """Two slot nodes with room for one worker each. Mid-run, one node dies (its raylet and
+    everything under it SIGKILLed: the worker and the node's agents). Ray cannot restart the
+    worker (no other node has room), so it is written off; the episodes it was playing are
+    re-run on the surviving worker. Every episode is reported exactly once, none is lost."""
+    from agentgym.fleet import connect
+
+    episodes = 60
+    with _cluster([2, 2], wait_gone) as address:
+        session = connect(address)
+        config = FleetConfig(workers=2, slots=2, placement="env_slots", reruns=2, start_timeout_s=15)
+        with EnvFleet(SEARCH, {}, config) as fleet:
+            assert len({w.node_id for w in fleet.workers}) == 2  # one worker per slot node
+            doomed = fleet.workers[1]
+            raylet = int(Path(f"/proc/{doomed.pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            node_pids = _process_tree(raylet)
+            assert doomed.pid in node_pids and "raylet" in Path(f"/proc/{raylet}/cmdline").read_bytes().decode(errors="replace")
+            done: list[int] = []
+            result: dict[str, object] = {}
+            runner = threading.Thread(target=lambda: result.update(
+                report=fleet.run_episodes(episodes, on_episode=lambda r: done.append(r.index))))
+            runner.start()
+            deadline = time.monotonic() + 120
+            while len(done) < 5 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert len(done) >= 5, "the run never got going"
+            for pid in node_pids:  # the node dies: raylet, worker, agents
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            runner.join(timeout=240)
+            assert not runner.is_alive(), "the drain hung on a dead node"
+            report = result["report"]
+            drained = fleet.last_drain
+        session.shutdown()
+    assert wait_gone(node_pids, 10) == set()
+    assert report.lost == [] and report.completed == episodes
+    assert sorted(r.index for r in report.episodes) == list(range(episodes))  # each exactly once
+    assert drained.worker_deaths >= 1 and drained.reruns >= 1  # the node died with episodes in flight
+    assert report.infra_failed == 0 and report.success_rate == 1.0
