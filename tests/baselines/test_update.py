@@ -101,7 +101,7 @@ def test_mis_rejected_tokens_leave_the_token_mean_denominator_by_default():
 
 
 def test_mis_denominator_all_counts_every_generated_token():
-    loss, kept_mean, all_mean = _mis_loss("all")
+    loss, _kept_mean, all_mean = _mis_loss("all")
     assert abs(loss - all_mean) < 1e-4 * max(1.0, abs(all_mean))
 
 
@@ -264,3 +264,36 @@ def test_first_target_computes_only_the_wanted_positions_and_the_same_values():
     torch.testing.assert_close(part[:, 3:], full[:, 3:], rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(part_ent[:, 3:], full_ent[:, 3:], rtol=1e-5, atol=1e-6)
     assert torch.count_nonzero(part[:, :3]) == 0
+
+
+@pytest.mark.parametrize("compute_dtype", [torch.float32, torch.bfloat16])
+def test_tied_head_gets_the_full_logits_gradient_on_every_vocabulary_row(compute_dtype):
+    """Completion-only logits change no gradient, the tied embedding/lm_head included: with
+    nonzero advantages every vocabulary row gets a gradient through the softmax (rows of
+    tokens absent from the batch only through it). So a tied row that does not move under
+    AdamW has a gradient too small for one fp32 step, not a zero one (see the bf16 test in
+    test_trainer_e2e.py). Checked against the full-logits path, fp32 and under bf16 autocast."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(Qwen2Config(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
+                                         tie_word_embeddings=True))
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    batch = _ragged_batch()
+    algo = AlgoConfig(proximal="ewma", num_minibatches=1, micro_batch_size=2, max_grad_norm=1e9, mismatch=_mismatch("none"))
+    ewma = EWMAModel(model, age=2.0)
+    autocast = torch.autocast("cpu", dtype=compute_dtype, enabled=compute_dtype != torch.float32)
+    with autocast:
+        expected = _reference_gradients(model, ewma.module, batch, algo)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    updater = PolicyUpdater(model, torch.optim.SGD(model.parameters(), lr=1.0), ewma, algo, compute_dtype=compute_dtype)
+    assert updater.update(batch, generator=torch.Generator().manual_seed(0))["train/optimizer_steps"] == 1
+
+    tol = {"rtol": 1e-4, "atol": 1e-6} if compute_dtype == torch.float32 else {"rtol": 2e-2, "atol": 1e-4}
+    for name, p in model.named_parameters():  # SGD at lr 1 without clipping: the step is minus the gradient
+        torch.testing.assert_close(before[name] - p.detach(), expected[name], **tol, msg=name)
+    tied = expected["model.embed_tokens.weight"]
+    absent = torch.ones(64, dtype=torch.bool)
+    absent[batch.input_ids.unique()] = False
+    assert absent.any() and bool((tied.abs().amax(dim=1) > 0).all())  # every row, absent tokens' too
