@@ -67,13 +67,16 @@ __all__ = [
     "SharedWeights",
     "VLLMEngine",
     "WeightTransferPath",
+    "check_loaded",
     "check_vllm_version",
     "ipc_buffer_bytes",
     "outputs_to_generations",
     "request_seed",
     "sampling_kwargs",
+    "send_by_cuda_ipc",
     "token_prompts",
     "vllm_weight_items",
+    "weight_transfer_kwargs",
     "weight_transfer_path",
 ]
 
@@ -117,25 +120,32 @@ class LLMWeightSyncClient:
     ``LLM`` (vLLM 0.32, ``RLOfflineMixin``) takes ``{"init_info": ...}`` and
     ``{"update_info": ...}`` request dicts where the trainer engines pass the infos
     themselves; its RPC is msgpack, so CUDA IPC handles travel pickled and base64-encoded
-    in ``ipc_handles_pickled``.
+    in ``ipc_handles_pickled``. Subclasses change only how a request is built
+    (:meth:`_request`) and how a method is called (:meth:`_call`), e.g. on ``AsyncLLM``.
     """
 
     def __init__(self, llm: Any) -> None:
         self.llm = llm
 
+    def _request(self, key: str, value: Any) -> Any:
+        return {key: value}
+
+    def _call(self, method: str, *args: Any) -> None:
+        getattr(self.llm, method)(*args)
+
     def init_weight_transfer_engine(self, init_info: dict[str, Any]) -> None:
-        self.llm.init_weight_transfer_engine({"init_info": init_info})
+        self._call("init_weight_transfer_engine", self._request("init_info", init_info))
 
     def start_weight_update(self) -> None:
-        self.llm.start_weight_update()
+        self._call("start_weight_update")
 
     def update_weights(self, update_info: dict[str, Any] | list[dict[str, Any]]) -> None:
         infos = update_info if isinstance(update_info, list) else [update_info]
         encoded = [_pickle_ipc_handles(info) for info in infos]
-        self.llm.update_weights({"update_info": encoded if isinstance(update_info, list) else encoded[0]})
+        self._call("update_weights", self._request("update_info", encoded if isinstance(update_info, list) else encoded[0]))
 
     def finish_weight_update(self, weight_version: str | None = None) -> None:
-        self.llm.finish_weight_update(weight_version)
+        self._call("finish_weight_update", weight_version)
 
 
 def _pickle_ipc_handles(info: dict[str, Any]) -> dict[str, Any]:
@@ -310,9 +320,7 @@ class VLLMEngine:
         if not platform.is_cpu():
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization
         self.cuda_ipc = bool(platform.is_cuda_alike())
-        if self.cuda_ipc:
-            kwargs["weight_transfer_config"] = {"backend": "ipc"}
-            os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"  # pickled IPC handles (module docstring); inherited by the engine process
+        kwargs.update(weight_transfer_kwargs(self.cuda_ipc))
         self.llm = vllm.LLM(
             model=model_path, tensor_parallel_size=tensor_parallel_size, enable_sleep_mode=self.sleep_enabled,
             enforce_eager=enforce_eager, dtype=dtype, max_model_len=max_model_len, seed=seed,
@@ -361,28 +369,11 @@ class VLLMEngine:
 
     def _send_by_shared_memory(self, items: list[tuple[str, torch.Tensor]]) -> None:
         manifest = self.shared.write(items)
-        loaded = self.llm.collective_rpc("agentgym_reload_from_shared", args=(str(self.shared.path), manifest))
-        if any(n != len(manifest) for n in loaded):
-            raise EngineError(f"vLLM workers loaded {loaded} of {len(manifest)} tensors.")
+        check_loaded(self.llm.collective_rpc("agentgym_reload_from_shared", args=(str(self.shared.path), manifest)), manifest)
 
     def _send_by_cuda_ipc(self, named: list[tuple[str, torch.Tensor]]) -> None:
-        """vLLM's IPC weight transfer, packed (one reusable GPU buffer, chunked); each
-        tensor is cast to the engine dtype as it is packed, never all at once."""
-        from vllm.distributed.weight_transfer.ipc_engine import (
-            IPCTrainerInitInfo,
-            IPCTrainerWeightTransferEngine,
-        )
-
-        buffer = ipc_buffer_bytes(named, self.dtype)
-        init = IPCTrainerInitInfo(rank=0, packed=True, packed_buffer_size_bytes=buffer)
-        client = LLMWeightSyncClient(self.llm)
-        source = _items_source(named, self.dtype)
-        if self._ipc_ready:  # the workers already hold the init info; only the trainer side is rebuilt
-            sender = IPCTrainerWeightTransferEngine(client=client, source=source, packed=True, packed_buffer_size_bytes=buffer)
-        else:
-            sender = IPCTrainerWeightTransferEngine.trainer_init(init, client=client, source=source)
-            self._ipc_ready = True
-        sender.send_weights()
+        send_by_cuda_ipc(LLMWeightSyncClient(self.llm), named, self.dtype, workers_initialised=self._ipc_ready)
+        self._ipc_ready = True
 
     def sleep(self) -> None:
         """Free weights and KV cache (level 1); a no-op without sleep mode."""
@@ -400,6 +391,45 @@ class VLLMEngine:
         """Remove the shared weights file and shut the engine down."""
         self.shared.close()
         self.llm.llm_engine.engine_core.shutdown()  # the engine-core process; vLLM 0.32's LLM has no shutdown()
+
+
+def weight_transfer_kwargs(cuda_ipc: bool) -> dict[str, Any]:
+    """Engine arguments for the CUDA IPC weight path (module docstring), or none. Sets
+    ``VLLM_ALLOW_INSECURE_SERIALIZATION=1`` for the engine process about to start, which
+    inherits it: the pickled IPC handles decode only with it."""
+    if not cuda_ipc:
+        return {}
+    os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"
+    return {"weight_transfer_config": {"backend": "ipc"}}
+
+
+def check_loaded(loaded: Sequence[int], manifest: Sequence[Any]) -> None:
+    """Each worker's count of tensors reloaded from the shared file must be the manifest's."""
+    if any(n != len(manifest) for n in loaded):
+        raise EngineError(f"vLLM workers loaded {list(loaded)} of {len(manifest)} tensors.")
+
+
+def send_by_cuda_ipc(client: LLMWeightSyncClient, named: list[tuple[str, torch.Tensor]], dtype: torch.dtype, *,
+                     workers_initialised: bool) -> None:
+    """vLLM's IPC weight transfer, packed (one reusable GPU buffer, chunked); each tensor
+    is cast to ``dtype`` as it is packed, never all at once. Blocking: it waits for the
+    workers after each chunk. Runs under the weights' CUDA device, so it may run on any
+    thread (the current device is per thread). With ``workers_initialised`` the workers
+    already hold the init info and only the trainer side is rebuilt."""
+    from vllm.distributed.weight_transfer.ipc_engine import (
+        IPCTrainerInitInfo,
+        IPCTrainerWeightTransferEngine,
+    )
+
+    buffer = ipc_buffer_bytes(named, dtype)
+    source = _items_source(named, dtype)
+    with torch.cuda.device(named[0][1].device if named else None):
+        if workers_initialised:
+            sender = IPCTrainerWeightTransferEngine(client=client, source=source, packed=True, packed_buffer_size_bytes=buffer)
+        else:
+            init = IPCTrainerInitInfo(rank=0, packed=True, packed_buffer_size_bytes=buffer)
+            sender = IPCTrainerWeightTransferEngine.trainer_init(init, client=client, source=source)
+        sender.send_weights()
 
 
 def _items_source(named: list[tuple[str, torch.Tensor]], dtype: torch.dtype) -> Any:

@@ -7,9 +7,17 @@ batching), so no request waits for another's call to end, unlike the ``hf`` fron
 (:class:`~baselines.engines.hf_async.BatchingEngine`), which batches per call. The
 engine lives on agentgym's runtime loop, where the episodes run.
 
-Same request building, log-prob mode and weight path as :class:`~baselines.engines.vllm.VLLMEngine`
-(token-id prompts, ``processed_logprobs``, weights through a shared-memory file and the
-worker extension's ``reload_weights``). **Weight sync** is a writer lock over requests:
+Same request building, log-prob mode and weight paths as :class:`~baselines.engines.vllm.VLLMEngine`
+(token-id prompts, ``processed_logprobs``; weights through a shared-memory file and the
+worker extension's ``reload_weights`` on CPU or from host weights, and through vLLM 0.32's
+weight-transfer API with CUDA IPC handles when the weights are on a CUDA device, the same
+:func:`~baselines.engines.vllm.weight_transfer_path` choice). The IPC sender is vLLM's
+synchronous ``IPCTrainerWeightTransferEngine``: it runs on a worker thread, and its
+client (:class:`AsyncLLMWeightSyncClient`) submits each ``AsyncLLM`` weight-update call
+(``init_weight_transfer_engine``, ``start_weight_update``, ``update_weights``,
+``finish_weight_update``: coroutines there) to the runtime loop and waits on that thread,
+so the loop keeps running the episodes meanwhile. The shared-memory write runs on a
+worker thread too. **Weight sync** is a writer lock over requests:
 new requests wait, the ones running finish under the old weights, the weights load,
 :attr:`version` increments, requests resume. So a turn is never sampled by two versions
 and the version a request records is the one that sampled it.
@@ -35,17 +43,48 @@ from baselines.engines.base import Generation, SamplingConfig
 from baselines.engines.hf_async import BusyClock, Lockstep, VersionedGeneration
 from baselines.engines.vllm import (
     _EXTENSION,
+    LLMWeightSyncClient,
     SharedWeights,
+    WeightTransferPath,
     _import_vllm,
+    check_loaded,
     outputs_to_generations,
     request_seed,
     sampling_kwargs,
+    send_by_cuda_ipc,
     token_prompts,
     vllm_weight_items,
+    weight_transfer_kwargs,
+    weight_transfer_path,
 )
 from baselines.errors import EngineError
 
-__all__ = ["AsyncVLLMEngine"]
+__all__ = ["AsyncLLMWeightSyncClient", "AsyncVLLMEngine"]
+
+
+class AsyncLLMWeightSyncClient(LLMWeightSyncClient):
+    """The weight-sync client over ``AsyncLLM``, for a sender on another thread than ``loop``.
+
+    ``AsyncLLM``'s weight-update methods are coroutines taking vLLM's request dataclasses
+    (``WeightTransferInitRequest``, ``WeightTransferUpdateRequest``); each call is run on
+    ``loop`` (the one the engine lives on) and waited for on the calling thread. Payloads
+    are encoded as :class:`~baselines.engines.vllm.LLMWeightSyncClient` does.
+    """
+
+    def __init__(self, llm: Any, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(llm)
+        self.loop = loop
+
+    def _request(self, key: str, value: Any) -> Any:
+        from vllm.distributed.weight_transfer.base import (
+            WeightTransferInitRequest,
+            WeightTransferUpdateRequest,
+        )
+
+        return WeightTransferInitRequest(init_info=value) if key == "init_info" else WeightTransferUpdateRequest(update_info=value)
+
+    def _call(self, method: str, *args: Any) -> None:
+        asyncio.run_coroutine_threadsafe(getattr(self.llm, method)(*args), self.loop).result()
 
 
 class AsyncVLLMEngine:
@@ -68,6 +107,8 @@ class AsyncVLLMEngine:
         kwargs: dict[str, Any] = {"kv_cache_memory_bytes": kv_cache_memory_bytes} if kv_cache_memory_bytes else {}
         if not platform.is_cpu():
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization
+        self.cuda_ipc = bool(platform.is_cuda_alike())
+        kwargs.update(weight_transfer_kwargs(self.cuda_ipc))
         self._engine_args = dict(model=model_path, tensor_parallel_size=tensor_parallel_size, enforce_eager=enforce_eager,
                                  dtype=dtype, max_model_len=max_model_len, seed=seed, logprobs_mode="processed_logprobs",
                                  worker_extension_cls=_EXTENSION, **kwargs)
@@ -75,6 +116,8 @@ class AsyncVLLMEngine:
         self.shared = SharedWeights()
         self.version = 0
         self.last_sync_s = 0.0
+        self.last_sync_path: WeightTransferPath | None = None
+        self._ipc_ready = False  # the workers hold the IPC init info
         self._running = 0
         self._busy = BusyClock()
         self._open: asyncio.Event | None = None
@@ -109,17 +152,23 @@ class AsyncVLLMEngine:
         self._release_held(force=True)
 
     async def async_sync_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
-        """New requests wait; running ones finish; weights load; :attr:`version` + 1."""
+        """New requests wait; running ones finish; weights load (by CUDA IPC or through
+        shared memory, as :meth:`VLLMEngine.sync_weights`); :attr:`version` + 1. The loop
+        is never blocked: the copying and the IPC handshake run on a worker thread."""
         open_, idle = self._events()
         t0 = time.perf_counter()
         open_.clear()
         try:
             await idle.wait()
-            items = [(k, v.to(self.dtype)) for k, v in vllm_weight_items(state_dict, self.tied)]
-            manifest = self.shared.write(items)
-            loaded = await self.llm.collective_rpc("agentgym_reload_from_shared", args=(str(self.shared.path), manifest))
-            if any(n != len(manifest) for n in loaded):
-                raise EngineError(f"vLLM workers loaded {loaded} of {len(manifest)} tensors.")
+            named = list(vllm_weight_items(state_dict, self.tied))
+            self.last_sync_path = weight_transfer_path(self.cuda_ipc, (t for _, t in named))
+            if self.last_sync_path == "cuda_ipc":
+                client = AsyncLLMWeightSyncClient(self.llm, asyncio.get_running_loop())
+                await asyncio.to_thread(send_by_cuda_ipc, client, named, self.dtype, workers_initialised=self._ipc_ready)
+                self._ipc_ready = True
+            else:
+                manifest = await asyncio.to_thread(lambda: self.shared.write([(k, v.to(self.dtype)) for k, v in named]))
+                check_loaded(await self.llm.collective_rpc("agentgym_reload_from_shared", args=(str(self.shared.path), manifest)), manifest)
             await self.llm.reset_prefix_cache()
             self.version += 1
         finally:
