@@ -76,6 +76,7 @@ __all__ = [
     "send_by_cuda_ipc",
     "token_prompts",
     "vllm_weight_items",
+    "platform_engine_kwargs",
     "weight_transfer_kwargs",
     "weight_transfer_path",
 ]
@@ -316,11 +317,7 @@ class VLLMEngine:
         if enable_sleep_mode and not self.sleep_enabled:
             logger.info("vLLM on %s has no sleep mode: sleep()/wake_up() are no-ops.", self.platform)
         self.dtype = getattr(torch, dtype)
-        kwargs: dict[str, Any] = {"kv_cache_memory_bytes": kv_cache_memory_bytes} if kv_cache_memory_bytes else {}
-        if not platform.is_cpu():
-            kwargs["gpu_memory_utilization"] = gpu_memory_utilization
-        self.cuda_ipc = bool(platform.is_cuda_alike())
-        kwargs.update(weight_transfer_kwargs(self.cuda_ipc))
+        kwargs, self.cuda_ipc = platform_engine_kwargs(platform, kv_cache_memory_bytes, gpu_memory_utilization)
         self.llm = vllm.LLM(
             model=model_path, tensor_parallel_size=tensor_parallel_size, enable_sleep_mode=self.sleep_enabled,
             enforce_eager=enforce_eager, dtype=dtype, max_model_len=max_model_len, seed=seed,
@@ -391,6 +388,19 @@ class VLLMEngine:
         """Remove the shared weights file and shut the engine down."""
         self.shared.close()
         self.llm.llm_engine.engine_core.shutdown()  # the engine-core process; vLLM 0.32's LLM has no shutdown()
+
+
+def platform_engine_kwargs(platform: Any, kv_cache_memory_bytes: int | None,
+                           gpu_memory_utilization: float) -> tuple[dict[str, Any], bool]:
+    """The engine arguments that depend on the platform, shared by the sync and async
+    engines, and whether weights go by CUDA IPC. On CPU ``gpu_memory_utilization`` would
+    mean a share of host RAM, so it is left out there (use ``kv_cache_memory_bytes``)."""
+    kwargs: dict[str, Any] = {"kv_cache_memory_bytes": kv_cache_memory_bytes} if kv_cache_memory_bytes else {}
+    if not platform.is_cpu():
+        kwargs["gpu_memory_utilization"] = gpu_memory_utilization
+    cuda_ipc = bool(platform.is_cuda_alike())
+    kwargs.update(weight_transfer_kwargs(cuda_ipc))
+    return kwargs, cuda_ipc
 
 
 def weight_transfer_kwargs(cuda_ipc: bool) -> dict[str, Any]:

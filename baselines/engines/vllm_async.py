@@ -49,12 +49,12 @@ from baselines.engines.vllm import (
     _import_vllm,
     check_loaded,
     outputs_to_generations,
+    platform_engine_kwargs,
     request_seed,
     sampling_kwargs,
     send_by_cuda_ipc,
     token_prompts,
     vllm_weight_items,
-    weight_transfer_kwargs,
     weight_transfer_path,
 )
 from baselines.errors import EngineError
@@ -104,11 +104,7 @@ class AsyncVLLMEngine:
         self.platform = platform.device_name
         self.tied = bool(getattr(AutoConfig.from_pretrained(model_path), "tie_word_embeddings", False))
         self.dtype = getattr(torch, dtype)
-        kwargs: dict[str, Any] = {"kv_cache_memory_bytes": kv_cache_memory_bytes} if kv_cache_memory_bytes else {}
-        if not platform.is_cpu():
-            kwargs["gpu_memory_utilization"] = gpu_memory_utilization
-        self.cuda_ipc = bool(platform.is_cuda_alike())
-        kwargs.update(weight_transfer_kwargs(self.cuda_ipc))
+        kwargs, self.cuda_ipc = platform_engine_kwargs(platform, kv_cache_memory_bytes, gpu_memory_utilization)
         self._engine_args = dict(model=model_path, tensor_parallel_size=tensor_parallel_size, enforce_eager=enforce_eager,
                                  dtype=dtype, max_model_len=max_model_len, seed=seed, logprobs_mode="processed_logprobs",
                                  worker_extension_cls=_EXTENSION, **kwargs)
