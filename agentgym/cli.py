@@ -226,6 +226,21 @@ def serve_env(
     _run(lambda: serve_env_command(env_id, _check_env(env_id, kwarg, multi_agent=False), host, port, max_sessions))
 
 
+@app.command("package-env")
+def package_env(
+    env_id: Annotated[str, typer.Argument(help="e.g. agentgym/Search-v1")],
+    out: Annotated[Optional[str], typer.Option(help="directory to write (empty or absent); default: the package name")] = None,
+    build: Annotated[bool, typer.Option(help="also build the image on the local Docker engine")] = False,
+    tag: Annotated[Optional[str], typer.Option(help="image tag (default: openenv-<name>:latest)")] = None,
+    wheels: Annotated[bool, typer.Option(help="build and lock the wheelhouse the image installs from")] = True,
+    kwarg: Annotated[Optional[list[str]], typer.Option("--kwarg", "-k", help="env kwarg key=value (repeatable)")] = None,
+) -> None:
+    """Package an env as an OpenEnv environment (openenv.yaml, server/, uv.lock, Dockerfile); --build makes its image locally."""
+    from agentgym.commands.interop import package_env_command
+
+    _run(lambda: package_env_command(env_id, _check_env(env_id, kwarg, multi_agent=False), out, build, tag, wheels))
+
+
 @app.command("serve-mcp")
 def serve_mcp(
     tools: Annotated[str, typer.Option(help="comma-separated: python, search")] = "python,search",

@@ -109,7 +109,8 @@ def recipe_hash(recipe: dict[str, Any] | None = None) -> str:
 
 
 def image_tag(recipe: dict[str, Any] | None = None) -> str:
-    return f"{REPOSITORY}:{recipe_hash(recipe)}"
+    """``repository:hash``; a recipe may name its own repository (the sandbox's is the default)."""
+    return f"{(recipe or RECIPE).get('repository', REPOSITORY)}:{recipe_hash(recipe)}"
 
 
 def cache_dir() -> Path:
@@ -174,9 +175,8 @@ def _info_from_image(image: Any, tag: str) -> ImageInfo:
 
 def _mmdebstrap(recipe: dict[str, Any], out_tar: Path, versions_file: Path, log: Path) -> None:
     hooks = list(recipe["customize"])
-    hooks.append(
-        f'chroot "$1" python3 -c {shlex.quote(_VERSIONS_SCRIPT)} > {shlex.quote(str(versions_file))}'
-    )
+    script = recipe.get("versions_script", _VERSIONS_SCRIPT)  # prints the JSON the image is labelled with
+    hooks.append(f'chroot "$1" python3 -c {shlex.quote(script)} > {shlex.quote(str(versions_file))}')
     argv = [
         "mmdebstrap",
         f"--variant={recipe['variant']}",

@@ -1,11 +1,11 @@
-"""``agentgym serve-env`` and ``agentgym serve-mcp``: agentgym over other frameworks' protocols."""
+"""``agentgym serve-env``, ``package-env`` and ``serve-mcp``: agentgym over other frameworks' protocols."""
 
 from __future__ import annotations
 
 import sys
 from typing import Any
 
-__all__ = ["serve_env_command", "serve_mcp_command"]
+__all__ = ["package_env_command", "serve_env_command", "serve_mcp_command"]
 
 
 def serve_env_command(env_id: str, env_kwargs: dict[str, Any], host: str, port: int, max_sessions: int) -> int:
@@ -21,6 +21,47 @@ def serve_env_command(env_id: str, env_kwargs: dict[str, Any], host: str, port: 
         uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", ws_max_size=1 << 26)).run()
     finally:
         _close_shared_resources()
+    return 0
+
+
+def package_env_command(env_id: str, env_kwargs: dict[str, Any], out: str | None, build: bool, tag: str | None,
+                        wheels: bool) -> int:
+    """Write ``env_id``'s OpenEnv package (and build its image, with ``build``); the exit code."""
+    from rich.table import Table
+
+    from agentgym.commands.console import cli_console
+    from agentgym.interop.openenv_package import (
+        build_openenv_image,
+        default_tag,
+        package_name,
+        write_openenv_package,
+    )
+    from sandboxes import EngineUnreachableError, ImageBuildError
+
+    console = cli_console()
+    target = out or package_name(env_id)
+    with console.status(f"packaging {env_id}") as status:
+        def say(message: str) -> None:
+            status.update(message)
+
+        package = write_openenv_package(env_id, target, env_kwargs, wheels=wheels or build, progress=say)
+        image_id = None
+        if build:
+            try:
+                image_id = build_openenv_image(package, tag, progress=say)
+            except (ImageBuildError, EngineUnreachableError) as e:
+                console.print(f"[red]error:[/] {e}")
+                return 1
+    table = Table(show_header=False, box=None)
+    table.add_row("package", str(package.path))
+    table.add_row("env", f"{env_id} {env_kwargs or ''}".strip())
+    table.add_row("fingerprint", package.fingerprint)
+    if image_id:
+        table.add_row("image", f"{tag or default_tag(env_id)} ({image_id[:19]})")
+        table.add_row("play it", f"GenericEnvClient.from_docker_image({(tag or default_tag(env_id))!r})")
+    else:
+        table.add_row("build it", f"see {target}/README.md (or: agentgym package-env {env_id} --out NEW_DIR --build)")
+    console.print(table)
     return 0
 
 

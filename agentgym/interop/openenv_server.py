@@ -111,6 +111,7 @@ def openenv_types() -> _Types:
 
 def _environment_class() -> type:
     interfaces = require("openenv.core.env_server.interfaces", "openenv")
+    types_module = require("openenv.core.env_server.types", "openenv")
     types = openenv_types()
 
     class AgentgymEnvironment(interfaces.Environment):
@@ -169,6 +170,14 @@ def _environment_class() -> type:
         @property
         def state(self) -> Any:
             return self._state
+
+        def get_metadata(self) -> Any:
+            """OpenEnv's ``/metadata``: the env id, the first paragraph of its docstring, and
+            its fingerprint as the version (what a client checks before training on it)."""
+            doc = (type(self.env.unwrapped).__doc__ or "").strip().split("\n\n")[0]
+            return types_module.EnvironmentMetadata(
+                name=self.env_id, description=" ".join(doc.split()) or f"agentgym's {self.env_id}",
+                version=str(self.env.unwrapped.fingerprint), documentation_url=None)
 
         def close(self) -> None:
             self.env.close()
