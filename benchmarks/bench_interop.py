@@ -1,5 +1,6 @@
 """What the interop protocols cost: one step through ``agentgym serve-env`` (OpenEnv's
-WebSocket protocol) vs in-process, one MCP tool call (stdio) vs a direct call of the same
+WebSocket protocol) and through the env's OpenEnv container (``agentgym package-env``,
+started by OpenEnv's ``LocalDockerProvider``; building the image takes ~2 min) vs in-process, one MCP tool call (stdio) vs a direct call of the same
 tool, and episodes/s at concurrency 64 through the OpenEnv server vs in-process.
 
 Run: ``make bench`` or ``.venv/bin/pytest benchmarks/bench_interop.py --benchmark-only``.
@@ -36,6 +37,30 @@ def calculator_url():
         yield f"http://127.0.0.1:{port}"
 
 
+@pytest.fixture(scope="module")
+def calculator_container_url(tmp_path_factory):
+    """Calculator-v0 (endless episodes) packaged, built and run as OpenEnv runs an image."""
+    import docker
+    from openenv.core.containers.runtime.providers import LocalDockerProvider
+
+    from agentgym.interop.openenv_package import build_openenv_image, write_openenv_package
+
+    tag = "openenv-agentgym-calculator-v0:bench"
+    package = write_openenv_package("agentgym/Calculator-v0", tmp_path_factory.mktemp("pkg") / "calc",
+                                    {"max_turns": 10**9, "tool_output_budget_chars": 10**12})
+    build_openenv_image(package, tag)
+    provider = LocalDockerProvider()
+    try:
+        url = provider.start_container(tag)
+        provider.wait_for_ready(url)
+        yield url
+    finally:
+        provider.stop_container()
+        client = docker.from_env()
+        client.images.remove(tag, force=True)
+        client.close()
+
+
 def test_step_in_process(benchmark):
     """Baseline: ToolEnv.step with one calculate call, in this process."""
     env = gym.make("agentgym/Calculator-v0", max_turns=10**9, tool_output_budget_chars=10**12)
@@ -47,6 +72,16 @@ def test_step_in_process(benchmark):
 def test_step_through_openenv_server(benchmark, calculator_url):
     """The same step sent through agentgym serve-env with openenv_env (OpenEnv's client)."""
     env = openenv_env(calculator_url)
+    env.reset(seed=0)
+    result = benchmark(env.step, CALCULATE)
+    assert "42" in result[0]
+    env.close()
+
+
+@pytest.mark.docker
+def test_step_through_openenv_container(benchmark, calculator_container_url):
+    """The same step sent to the env's OpenEnv container (docker-proxy port forwarding included)."""
+    env = openenv_env(calculator_container_url)
     env.reset(seed=0)
     result = benchmark(env.step, CALCULATE)
     assert "42" in result[0]
@@ -112,6 +147,15 @@ def test_episodes_per_s_in_process_c64(benchmark):
 
 def test_episodes_per_s_through_openenv_server_c64(benchmark, calculator_url):
     envs = [openenv_env(calculator_url) for _ in range(CONCURRENCY)]
+    benchmark.pedantic(lambda: run_sync(_one_step_episodes(envs, EPISODES)), rounds=5, iterations=1, warmup_rounds=1)
+    benchmark.extra_info["episodes_per_s"] = EPISODES / benchmark.stats.stats.median
+    for env in envs:
+        env.close()
+
+
+@pytest.mark.docker
+def test_episodes_per_s_through_openenv_container_c64(benchmark, calculator_container_url):
+    envs = [openenv_env(calculator_container_url) for _ in range(CONCURRENCY)]
     benchmark.pedantic(lambda: run_sync(_one_step_episodes(envs, EPISODES)), rounds=5, iterations=1, warmup_rounds=1)
     benchmark.extra_info["episodes_per_s"] = EPISODES / benchmark.stats.stats.median
     for env in envs:
