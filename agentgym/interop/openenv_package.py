@@ -14,7 +14,8 @@ OpenEnv (``openenv-core`` 0.3) packages an environment as a directory that its
 :func:`write_openenv_package` writes that directory for any registered env (its kwargs
 baked in), and :func:`build_openenv_image` builds its image. OpenEnv's template builds
 ``FROM ghcr.io/meta-pytorch/openenv-base`` and installs from PyPI with uv; agentgym's
-package needs neither a registry nor a network:
+image needs no registry, and its ``docker build`` no network (the base's Debian packages
+come from the apt mirror, once; the wheelhouse from pip's index or cache, on the host):
 
 - ``BASE_IMAGE`` is a Debian rootfs built here by mmdebstrap (python3, venv, curl, tini)
   and ``docker import``-ed, as the sandbox image is (:mod:`sandboxes.image`);
@@ -32,10 +33,10 @@ reset as fast as a warm process. Containers started by OpenEnv's own
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -47,13 +48,16 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.errors import ConfigError
+from agentgym.fingerprint import _fields_of
 
 __all__ = [
     "SERVER_BASE_RECIPE",
     "OpenEnvPackage",
+    "PackageBuildError",
     "build_openenv_image",
     "default_tag",
     "package_name",
+    "read_openenv_package",
     "write_openenv_package",
 ]
 
@@ -87,6 +91,10 @@ SERVER_BASE_RECIPE: dict[str, Any] = {
 SERVER_PYTHON = "3.11"  # bookworm's python3
 
 
+class PackageBuildError(RuntimeError):
+    """Building the wheelhouse or its lock failed (pip or uv said why): not the user's input."""
+
+
 @dataclass(frozen=True)
 class OpenEnvPackage:
     """A written package directory and what it serves."""
@@ -111,7 +119,8 @@ def package_name(env_id: str) -> str:
 
 
 def default_tag(env_id: str) -> str:
-    """OpenEnv's default image tag for the package (``openenv build`` names it ``openenv-<name>``)."""
+    """The image tag ``agentgym package-env --build`` gives by default, in OpenEnv's
+    ``openenv-<name>`` style (``openenv build`` itself names it after the directory)."""
     return f"openenv-{package_name(env_id).replace('_', '-')}:latest"
 
 
@@ -142,13 +151,21 @@ def write_openenv_package(env_id: str, out_dir: str | Path, env_kwargs: dict[str
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"Expected an empty or absent directory for the package, actual value: {out} has files "
                           "(remove it or choose another --out)")
+    if wheels:
+        _check_tools()
     say(f"making {env_id} once for its fingerprint")
     env = gym.make(env_id, **env_kwargs)
     try:
         fingerprint = str(env.unwrapped.fingerprint)
+        runs_agent_code = "sandbox" in _fields_of(env.unwrapped.fingerprint)
         description = _first_line(type(env.unwrapped).__doc__) or f"agentgym's {env_id}"
     finally:
         env.close()
+    if runs_agent_code:
+        raise ConfigError(
+            f"Expected an env whose tools run in its own process, actual value: {env_id} runs agent code in a "
+            "sandbox (Docker or bubblewrap), which its container cannot provide (OpenEnv's from_docker_image "
+            f"mounts no Docker engine). Serve it with `agentgym serve-env {env_id}` on a host that runs Docker")
 
     name = package_name(env_id)
     from agentgym import __version__
@@ -161,18 +178,35 @@ def write_openenv_package(env_id: str, out_dir: str | Path, env_kwargs: dict[str
         "server/app.py": _app(env_id, env_kwargs),
         "server/Dockerfile": _dockerfile(name),
         "README.md": _readme(name, env_id, env_kwargs, description, fingerprint),
-        ".dockerignore": ".venv\n__pycache__\n*.pyc\n",
+        ".dockerignore": ".venv\n**/__pycache__\n**/*.pyc\n",
     }
-    out.mkdir(parents=True, exist_ok=True)
-    for rel, text in files.items():
-        (out / rel).parent.mkdir(parents=True, exist_ok=True)
-        (out / rel).write_text(text)
-    if wheels:
-        say("building the wheelhouse (pip wheel agentgym[openenv])")
-        _wheelhouse(out / "wheels")
-        say("locking the wheelhouse (uv lock --offline)")
-        _lock(out)
+    # Written beside ``out`` and renamed into place at the end: a failure leaves nothing.
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        for rel, text in files.items():
+            (staging / rel).parent.mkdir(parents=True, exist_ok=True)
+            (staging / rel).write_text(text)
+        if wheels:
+            say("building the wheelhouse (pip wheel agentgym[openenv])")
+            _wheelhouse(staging / "wheels")
+            say("locking the wheelhouse (uv lock --offline)")
+            _lock(staging)
+        if out.exists():
+            out.rmdir()  # checked empty above
+        staging.rename(out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return OpenEnvPackage(out, name, env_id, env_kwargs, fingerprint)
+
+
+def read_openenv_package(path: str | Path) -> OpenEnvPackage:
+    """The package written at ``path`` by :func:`write_openenv_package` (to build it again)."""
+    path = Path(path)
+    manifest = _read_manifest(path)
+    ours = manifest["agentgym"]
+    return OpenEnvPackage(path, manifest["name"], ours["env_id"], dict(ours["env_kwargs"]), ours["fingerprint"])
 
 
 def build_openenv_image(package: str | Path | OpenEnvPackage, tag: str | None = None, *,
@@ -200,6 +234,7 @@ def build_openenv_image(package: str | Path | OpenEnvPackage, tag: str | None = 
     tag = tag or default_tag(manifest["agentgym"]["env_id"])
     client = connect(engine_url, timeout=1800)
     log: list[str] = []
+    built = False
     try:
         stream = client.api.build(path=str(path), dockerfile="server/Dockerfile", tag=tag, rm=True, forcerm=True,
                                   buildargs={"BASE_IMAGE": base.tag, "PACKAGE": manifest["name"]}, decode=True)
@@ -215,14 +250,40 @@ def build_openenv_image(package: str | Path | OpenEnvPackage, tag: str | None = 
                 if line.startswith("Step "):
                     say(line.strip())
         image = client.images.get(tag)
-        # The builder stage and any image this tag replaced are left untagged: garbage that
-        # holds a gigabyte each. Only this package's (by label) are removed.
-        client.images.prune(filters={"dangling": True, "label": f"agentgym.package={manifest['name']}"})
+        built = True
     except docker.errors.APIError as e:
         raise ImageBuildError(f"docker build of {path} failed: {e}") from e
     finally:
-        client.close()
+        try:
+            _remove_leftovers(client, manifest["name"], keep=_builder_id(log) if built else None)
+        finally:
+            client.close()
     return str(image.id)
+
+
+def _builder_id(log: list[str]) -> str | None:
+    """The builder stage's image (the layer before the runtime stage's ``FROM``): the
+    next build of this package starts from it instead of installing the wheelhouse again."""
+    text = _plain("".join(log))
+    runtime = [m.start() for m in re.finditer(r"^Step \d+/\d+ : FROM ", text, re.MULTILINE)]
+    if len(runtime) < 2:
+        return None
+    ids = re.findall(r"--->\s+([0-9a-f]{12})", text[:runtime[1]])
+    return ids[-1] if ids else None
+
+
+def _remove_leftovers(client: Any, name: str, keep: str | None) -> None:
+    """Remove this package's untagged images (the builder stages of earlier or failed builds,
+    the image the tag replaced: a gigabyte each), except the builder stage ``keep``."""
+    import docker.errors
+
+    for image in client.images.list(filters={"dangling": True, "label": f"agentgym.package={name}"}):
+        if keep and image.id.split(":")[-1].startswith(keep):
+            continue
+        try:
+            client.images.remove(image.id)
+        except docker.errors.APIError:  # in use by a container or another image: not ours to force
+            pass
 
 
 def _plain(line: str) -> str:
@@ -261,7 +322,9 @@ def _manifest(name: str, env_id: str, env_kwargs: dict[str, Any], fingerprint: s
     # reads only the keys above).
     ours = {"agentgym": {"env_id": env_id, "env_kwargs": env_kwargs, "fingerprint": fingerprint,
                          "agentgym_version": version, "source": _source_revision()}}
-    return yaml.safe_dump(spec, sort_keys=False) + "\n" + yaml.safe_dump(ours, sort_keys=False)
+    # JSON is YAML's flow style: every string quoted, so no YAML reader takes a hex
+    # fingerprint such as 1234567e12345678 for a number.
+    return yaml.safe_dump(spec, sort_keys=False) + "\nagentgym: " + json.dumps(ours["agentgym"], indent=2) + "\n"
 
 
 def _source_revision() -> str:
@@ -346,14 +409,16 @@ def _app(env_id: str, env_kwargs: dict[str, Any]) -> str:
 
             manifest = yaml.safe_load((pathlib.Path(__file__).resolve().parents[1] / "openenv.yaml").read_text())
             packaged = manifest["agentgym"]["fingerprint"]
-            env = gym.make(ENV_ID, **ENV_KWARGS)
+            env = None
             try:
+                env = gym.make(ENV_ID, **ENV_KWARGS)
                 env.reset(seed=0)
                 here = str(env.unwrapped.fingerprint)
             except Exception as e:  # noqa: BLE001 - any failure here is the build's failure, said in one line
                 sys.exit(f"{{ENV_ID}} cannot reset in this image: {{type(e).__name__}}: {{e}}")
             finally:
-                env.close()
+                if env is not None:
+                    env.close()
             if here != packaged:
                 sys.exit(f"{{ENV_ID}} made in this image has fingerprint {{here}}, not the packaged {{packaged}}: "
                          "the image would serve a different env than the host trains on")
@@ -390,8 +455,6 @@ def _dockerfile(name: str) -> str:
         # (`agentgym package-env --build` passes it), the packages come from ./wheels.
         ARG BASE_IMAGE={_base_tag()}
         FROM ${{BASE_IMAGE}} AS builder
-        ARG PACKAGE={name}
-        LABEL agentgym.package=${{PACKAGE}}
 
         WORKDIR /app/env
         COPY wheels /app/env/wheels
@@ -399,6 +462,9 @@ def _dockerfile(name: str) -> str:
         RUN python3 -m venv /app/.venv \\
             && /app/.venv/bin/pip install --quiet --no-cache-dir --no-index --find-links /app/env/wheels \\
                -r /app/env/server/requirements.txt
+        # Labelled after the install, so packages of one agentgym tree share the layers above.
+        ARG PACKAGE={name}
+        LABEL agentgym.package=${{PACKAGE}}
 
         FROM ${{BASE_IMAGE}}
         ARG PACKAGE={name}
@@ -425,7 +491,7 @@ def _dockerfile(name: str) -> str:
 
 
 def _readme(name: str, env_id: str, env_kwargs: dict[str, Any], description: str, fingerprint: str) -> str:
-    kwargs = " ".join(f"-k {k}={json.dumps(v)}" for k, v in sorted(env_kwargs.items()))
+    kwargs = " ".join(f"-k {shlex.quote(f'{k}={json.dumps(v)}')}" for k, v in sorted(env_kwargs.items()))
     return textwrap.dedent(f'''\
         # {name}: agentgym's {env_id} as an OpenEnv environment
 
@@ -440,8 +506,8 @@ def _readme(name: str, env_id: str, env_kwargs: dict[str, Any], description: str
         engine, OpenEnv's own build tool builds this directory too:
 
         ```bash
-        agentgym package-env {env_id} --out DIR --build
-        openenv build . --tag {default_tag(env_id)} --build-arg BASE_IMAGE={_base_tag()}
+        agentgym package-env {env_id} --out DIR --build                  # again, on this directory
+        openenv build --tag {default_tag(env_id)} --build-arg BASE_IMAGE={_base_tag()}   # in this directory
         ```
 
         ```python
@@ -455,24 +521,37 @@ def _readme(name: str, env_id: str, env_kwargs: dict[str, Any], description: str
         ''')
 
 
-def _wheelhouse(wheels: Path) -> None:
-    """``pip wheel`` this agentgym with its ``openenv`` extra (and everything they need)
-    into ``wheels``: the only package source the image's build sees."""
-    import sysconfig
+def _source_root() -> Path:
+    return Path(__file__).resolve().parents[2]
 
+
+def _uv() -> str:
+    return shutil.which("uv") or str(Path(sys.executable).parent / "uv")
+
+
+def _check_tools() -> None:
+    """What building the wheelhouse and its lock needs, checked before anything is written."""
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
     if here != SERVER_PYTHON:
         raise ConfigError(f"Expected Python {SERVER_PYTHON} to build the wheelhouse (the image's Python, Debian "
-                          f"bookworm's), actual value: {here} ({sysconfig.get_paths()['purelib']})")
-    root = Path(__file__).resolve().parents[2]
-    if not (root / "pyproject.toml").is_file():
-        raise ConfigError(f"Expected agentgym's source tree (pyproject.toml) at {root} to build its wheel; "
+                          f"bookworm's), actual value: {here} ({sys.executable})")
+    if not (_source_root() / "pyproject.toml").is_file():
+        raise ConfigError(f"Expected agentgym's source tree (pyproject.toml) at {_source_root()} to build its wheel; "
                           "package-env runs from a checkout (pip install -e .)")
+    if not Path(_uv()).exists():
+        raise ConfigError("Expected the `uv` program to lock the package (OpenEnv's packages carry a uv.lock), "
+                          "actual value: not installed. Install it with: pip install 'agentgym[openenv]'")
+
+
+def _wheelhouse(wheels: Path) -> None:
+    """``pip wheel`` this agentgym with its ``openenv`` extra (and everything they need)
+    into ``wheels``: the only package source the image's build sees. pip reads its index
+    or cache here, on the host; the image's build needs no network."""
     wheels.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="agentgym-wheel-") as build:
         # A copy of the tree without its venvs and caches, so the wheel is built from source alone.
         src = Path(build) / "src"
-        shutil.copytree(root, src, ignore=shutil.ignore_patterns(
+        shutil.copytree(_source_root(), src, ignore=shutil.ignore_patterns(
             ".git", ".venv*", "__pycache__", "*.egg-info", "build", "dist", ".benchmarks", "benchmarks", ".cache",
             ".hypothesis", "runs", "tests", "docs", "examples"))
         # SOURCE_DATE_EPOCH: the same source gives the same wheel bytes, so Docker's layer
@@ -482,23 +561,21 @@ def _wheelhouse(wheels: Path) -> None:
 
 
 def _lock(out: Path) -> None:
-    uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
-    if not Path(uv).exists():
-        raise ConfigError("Expected the `uv` program to lock the package (OpenEnv's packages carry a uv.lock), "
-                          "actual value: not installed. Install it with: pip install 'agentgym[openenv]'")
+    uv = _uv()
     _check_call([uv, "lock", "--offline", "--quiet", "--python", sys.executable, "--directory", str(out)], "uv lock")
     requirements = subprocess.run(
-        [uv, "export", "--frozen", "--offline", "--no-hashes", "--no-emit-project", "--no-header",
+        [uv, "export", "--frozen", "--offline", "--no-hashes", "--no-emit-project", "--no-header", "--no-annotate",
          "--format", "requirements-txt", "--directory", str(out)],
         capture_output=True, text=True, timeout=300, check=False)
     if requirements.returncode != 0:
-        raise ConfigError(f"uv export failed: {requirements.stderr.strip()[-2000:]}")
-    digest = hashlib.sha256((out / "uv.lock").read_bytes()).hexdigest()[:16]
+        raise PackageBuildError(f"uv export failed: {requirements.stderr.strip()[-2000:]}")
+    # No package name or lock hash in it: packages of one tree install from the same layer.
     (out / "server" / "requirements.txt").write_text(
-        f"# uv export of uv.lock (sha256 {digest}); what the image installs from ./wheels\n" + requirements.stdout)
+        "# uv export of uv.lock: what the image installs from ./wheels\n" + requirements.stdout)
 
 
 def _check_call(argv: list[str], what: str, env: dict[str, str] | None = None) -> None:
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=1800, env=env, check=False)
     if proc.returncode != 0:
-        raise ConfigError(f"{what} failed (exit {proc.returncode}): {(proc.stderr or proc.stdout).strip()[-2000:]}")
+        raise PackageBuildError(
+            f"{what} failed (exit {proc.returncode}): {(proc.stderr or proc.stdout).strip()[-2000:]}")
