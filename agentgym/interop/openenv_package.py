@@ -506,7 +506,7 @@ def _readme(name: str, env_id: str, env_kwargs: dict[str, Any], description: str
         engine, OpenEnv's own build tool builds this directory too:
 
         ```bash
-        agentgym package-env {env_id} --out DIR --build                  # again, on this directory
+        agentgym package-env {env_id}{(" " + kwargs) if kwargs else ""} --out . --build   # in this directory
         openenv build --tag {default_tag(env_id)} --build-arg BASE_IMAGE={_base_tag()}   # in this directory
         ```
 
