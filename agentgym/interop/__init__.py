@@ -8,6 +8,8 @@ Each adapter is an optional extra (``pip install 'agentgym[mcp]'``, ``'agentgym[
 - :func:`serve_mcp`: the sandboxed Python and the search tool as an MCP server
   (``agentgym serve-mcp``).
 - :func:`openenv_app`: any registered env over OpenEnv's protocol (``agentgym serve-env``).
+- :func:`write_openenv_package` / :func:`build_openenv_image`: any registered env as an
+  OpenEnv environment directory and a locally built image (``agentgym package-env``).
 - :func:`openenv_env`: any OpenEnv server as a Gymnasium text env under agentgym's
   status contract.
 - :func:`as_verifiers_env`: any registered env as a verifiers environment (taskset id
@@ -26,10 +28,12 @@ __all__ = [
     "OpenEnvTextEnv",
     "as_verifiers_env",
     "build_mcp_server",
+    "build_openenv_image",
     "openenv_app",
     "openenv_env",
     "serve_mcp",
     "with_mcp_tools",
+    "write_openenv_package",
 ]
 
 _WHERE = {
@@ -43,6 +47,8 @@ _WHERE = {
     "openenv_env": "agentgym.interop.openenv_client",
     "OpenEnvTextEnv": "agentgym.interop.openenv_client",
     "as_verifiers_env": "agentgym.interop.verifiers_env",
+    "write_openenv_package": "agentgym.interop.openenv_package",
+    "build_openenv_image": "agentgym.interop.openenv_package",
 }
 
 
