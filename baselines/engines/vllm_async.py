@@ -210,6 +210,9 @@ class AsyncVLLMEngine:
     def close(self) -> None:
         self.shared.close()
         self.llm.shutdown()
+        # AsyncLLM.__del__ calls shutdown again; at interpreter exit vLLM's module globals
+        # are gone by then and it prints "Exception ignored ... TypeError". It is shut down.
+        self.llm.shutdown = lambda timeout=None: None
 
     # ---------------------------------------------------------------- internals
     def _events(self) -> tuple[asyncio.Event, asyncio.Event]:
