@@ -127,13 +127,20 @@ class EnvConfig:
     """Passed to ``gym.make`` (e.g. ``{difficulty: 1}``); checked against the env's constructor."""
     eval_split: str = "validation"
 
+    @property
+    def is_team(self) -> bool:
+        """A multi-agent (team) env id: rolled out by :class:`~baselines.team_rollout.TeamRollout`."""
+        from agentgym.multi_agent import is_multi_agent_env
+
+        return is_multi_agent_env(self.id)
+
     def __post_init__(self) -> None:
         import agentgym  # noqa: F401 - registers the envs
         from agentgym.envs import check_env_id, check_env_kwargs
         from agentgym.errors import ConfigError as EnvConfigError
 
         try:
-            check_env_id(self.id, multi_agent=False)
+            check_env_id(self.id, multi_agent=True)  # a team id trains one shared policy in every seat
         except EnvConfigError as e:
             raise ConfigError(f"env.id: {e}") from e
         try:
@@ -300,6 +307,18 @@ class TrainConfig(_RangeChecked):
     sft: SFTConfig = field(default_factory=SFTConfig)
     log: LogConfig = field(default_factory=LogConfig)
     dist: DistConfig = field(default_factory=DistConfig)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.env.is_team:
+            # What a team run does not have yet, said before any model is built.
+            if self.sft.episodes > 0:
+                raise ConfigError(f"Expected sft.episodes=0 with the team env {self.env.id} (the SFT warm start plays "
+                                  f"a single-agent oracle), actual value: {self.sft.episodes}; a team run starts from "
+                                  "model.path as it is")
+            if self.rollout.fleet != "none":
+                raise ConfigError(f"Expected rollout.fleet=none with the team env {self.env.id} (Ray env workers host "
+                                  f"single-agent envs), actual value: {self.rollout.fleet!r}")
 
 
 def _check_value(value: Any, tp: Any, where: str) -> Any:

@@ -107,6 +107,9 @@ class TeamRollout(AsyncRollout):
                     end_episode(seats[a].trajectory, info, float(rewards[a]), bool(terminated[a]), bool(truncated[a]))
                     seats[a].trajectory.info["agent"] = a
         for s in seats.values():
+            # Which team episode the seat played in: per-episode counts (the trainer's team
+            # eval) must not weight an episode by how many of its seats acted.
+            s.trajectory.info["team_episode"] = f"{group.index}:{order}"
             if not s.trajectory.infra_failed and (s.trajectory.terminated or s.trajectory.truncated):
                 group.telemetry.record_episode([k for k, c in s.trajectory.tool_calls.items() if c], s.tool_names)
         return [seats[a].trajectory for a in agents], [seats[a].tools for a in agents]

@@ -31,6 +31,7 @@ import torch
 from baselines.advantages import group_normalized_advantages
 from baselines.agent_loop import AgentLoop, AgentLoopConfig, make_rollout_envs
 from baselines.async_rollout import AsyncRollout, AsyncRolloutConfig
+from baselines.team_rollout import TeamRollout
 from baselines.chat_tokens import ChatTokenizer
 from baselines.checkpoint import load_checkpoint, save_checkpoint
 from baselines.config import TrainConfig, config_to_dict
@@ -156,16 +157,19 @@ class Trainer:
         self.updater = PolicyUpdater(self.model, self.optimizer, self.ewma, config.algo, self.info, config.rollout.temperature,
                                      compute_dtype=self.compute_dtype)
         n_local = self._local_tasks(config.rollout.tasks_per_step)
-        envs = make_rollout_envs(config.env.id, config.env.kwargs,
-                                 (config.rollout.max_staleness + 1) * n_local * config.rollout.group_size,
-                                 fleet=config.rollout.fleet, fleet_workers=config.rollout.fleet_workers,
-                                 fleet_address=config.rollout.fleet_address)
+        n_envs = (config.rollout.max_staleness + 1) * n_local * config.rollout.group_size
+        if config.env.is_team:  # one team env per episode in flight; every seat acts with this policy
+            envs = _make_team_envs(config.env.id, config.env.kwargs, n_envs)
+        else:
+            envs = make_rollout_envs(config.env.id, config.env.kwargs, n_envs, fleet=config.rollout.fleet,
+                                     fleet_workers=config.rollout.fleet_workers, fleet_address=config.rollout.fleet_address)
         sampling = SamplingConfig(config.rollout.max_new_tokens, config.rollout.temperature, config.rollout.top_p)
         self.logger = MetricsLogger(self.run_dir, tensorboard=config.log.tensorboard, wandb_project=config.log.wandb_project,
                                     config=config_to_dict(config)) if self.info.is_main else None
         if self._resuming():
             self.step = load_checkpoint(self.run_dir / "checkpoint", model=self.model, optimizer=self.optimizer, ewma=self.ewma, info=self.info)["step"]
-        self.loop = AsyncRollout(envs, self.engine, self.chat, AgentLoopConfig(sampling, config.rollout.max_seq_len, config.rollout.drift_check_frac),
+        rollout_class = TeamRollout if config.env.is_team else AsyncRollout
+        self.loop = rollout_class(envs, self.engine, self.chat, AgentLoopConfig(sampling, config.rollout.max_seq_len, config.rollout.drift_check_frac),
                                  AsyncRolloutConfig(config.rollout.max_staleness, config.rollout.step_timeout_s), n_local,
                                  config.rollout.group_size, self._batch_schedule, first_step=self.step)
         self.sync_engine()
@@ -296,13 +300,32 @@ class Trainer:
         envs = self._eval_envs.setdefault(split, [])
         n = len(seeds) * samples
         kwargs = {k: v for k, v in cfg.env.kwargs.items() if k != "split"}
-        envs += [gym.make(cfg.env.id, split=split, **kwargs) for _ in range(n - len(envs))]
         sampling = SamplingConfig(cfg.rollout.max_new_tokens, temperature, cfg.rollout.top_p)
+        if cfg.env.is_team:
+            envs += _make_team_envs(cfg.env.id, {**kwargs, "split": split}, n - len(envs))
+            return self._team_success(envs[:n], seeds, samples, sampling)
+        envs += [gym.make(cfg.env.id, split=split, **kwargs) for _ in range(n - len(envs))]
         loop = AgentLoop(envs, self.engine, self.chat, AgentLoopConfig(sampling, cfg.rollout.max_seq_len, 0.0))
         self.engine.wake_up()
         batch = loop.collect(list(seeds), samples, sampling_seed=cfg.seed)
         self.engine.sleep()
         return sum(t.success for t in batch.trajectories) / max(len(batch.trajectories), 1)
+
+    def _team_success(self, envs: list[Any], seeds: Sequence[int], samples: int, sampling: SamplingConfig) -> float:
+        """Success rate of team episodes (one per seed and sample; not per seat) played by
+        the current policy in every seat, through a one-batch :class:`TeamRollout`."""
+        cfg = self.config
+        loop = TeamRollout(envs, self.engine, self.chat, AgentLoopConfig(sampling, cfg.rollout.max_seq_len, 0.0),
+                           AsyncRolloutConfig(0, cfg.rollout.step_timeout_s), len(seeds), samples,
+                           lambda _step: (list(seeds), cfg.seed))
+        self.engine.wake_up()
+        try:
+            batch = loop.collect(0)
+        finally:
+            loop.close()
+            self.engine.sleep()
+        episodes = {t.info["team_episode"]: t.success for t in batch.trajectories}
+        return sum(episodes.values()) / max(len(episodes), 1)
 
     def evaluate(self, num_tasks: int | None = None) -> dict[str, float]:
         """Success on fixed tasks of ``env.eval_split`` (same tasks at every call):
@@ -368,3 +391,9 @@ def _eval_summary(metrics: dict[str, float], when: str) -> dict[str, float]:
     if "eval/sampled_success_rate" in metrics:
         out[f"eval/sampled_success_{when}"] = metrics["eval/sampled_success_rate"]
     return out
+
+
+def _make_team_envs(env_id: str, env_kwargs: dict[str, Any], count: int) -> list[Any]:
+    from agentgym import multi_agent
+
+    return [multi_agent.make(env_id, **env_kwargs) for _ in range(count)]

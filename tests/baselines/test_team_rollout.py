@@ -251,5 +251,5 @@ def test_a_seat_out_of_context_ends_the_team_episode_truncated(tokenizer):
         engine.close()
     (solver,) = batch.trajectories  # the reviewer never acted
     assert solver.context_limited and solver.truncated and not solver.terminated and solver.reward == 0.0
-    assert solver.turns == 1 and solver.info == {"agent": "solver", "end_reason": "context_limited"}
+    assert solver.turns == 1 and solver.info == {"agent": "solver", "end_reason": "context_limited", "team_episode": "0:0"}
     assert batch.stats["rollout/idle_seats"] == 1.0

@@ -1,0 +1,122 @@
+"""``agentgym train`` on a team env id: every seat is played by the one policy through
+:class:`~baselines.team_rollout.TeamRollout`, the seats' trajectories are trained
+(PPO-EWMA optimiser steps happen), and evaluation counts team episodes, not seats.
+
+The rollout engine is scripted (the solver calls ``calculate``, then proposes the right
+answer or, by a coin flip, a wrong one; the reviewer accepts), so that groups have reward
+variance on a tiny model that was never taught the team's tools; the trainer, its
+policy, its updates and the team envs are real."""
+
+import functools
+import json
+
+import numpy as np
+import pytest
+
+from agentgym.envs.calculator import CalculatorFamily
+from agentgym.multi_agent import MultiAgentEnvSpec, ReviewTeamEnv, register
+from baselines import trainer as trainer_module
+from baselines.config import ConfigError, load_config
+from baselines.engines.base import Generation
+from baselines.engines.hf_async import BatchingEngine
+from baselines.trainer import Trainer
+
+TEAM_ID = "test/CalculatorReview-v0"
+CONFIG = "baselines/configs/calculator_cpu.yaml"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def calculator_review_team():
+    register(MultiAgentEnvSpec(TEAM_ID, functools.partial(ReviewTeamEnv, CalculatorFamily, difficulty=1),
+                               ("calculate", "propose", "accept", "reject"), "Calculator tasks by a solver and a reviewer",
+                               ("solver", "reviewer")))
+
+
+class CoinFlipTeamEngine:
+    """Finds the task in the prompt among the trainer's team envs (recorded as they are
+    made) and plays it: right with probability 1/2 per proposal."""
+
+    def __init__(self, tokenizer, envs):
+        self.tokenizer, self.envs, self.rng = tokenizer, envs, np.random.default_rng(0)
+        self.proposals = {"right": 0, "wrong": 0}
+
+    def _text(self, prompt):
+        if "You review" in prompt:
+            return '<tool_call>{"name": "accept", "arguments": {}}</tool_call>'
+        if "<tool_response>" not in prompt:
+            return '<tool_call>{"name": "calculate", "arguments": {"expression": "1 + 1"}}</tool_call>'
+        (answer,) = {e.task.answer for e in self.envs if e.task is not None and e.task.question in prompt}
+        right = bool(self.rng.random() < 0.5)
+        self.proposals["right" if right else "wrong"] += 1
+        return '<tool_call>{"name": "propose", "arguments": {"answer": {"answer": %d}}}</tool_call>' % (answer + (not right))
+
+    def generate(self, prompts, sampling, seed=None):
+        out = []
+        for p in prompts:
+            ids = self.tokenizer.encode(self._text(self.tokenizer.decode(p)), add_special_tokens=False)
+            ids.append(self.tokenizer.eos_token_id)
+            out.append(Generation(ids, [-0.7] * len(ids), "stop"))
+        return out
+
+    def sync_weights(self, state_dict):
+        self.synced = getattr(self, "synced", 0) + 1
+
+    def wake_up(self):
+        pass
+
+    def sleep(self):
+        pass
+
+
+def _config(tmp_path, model_dir, *extra):
+    return load_config(CONFIG, [
+        f"env.id={TEAM_ID}", "env.kwargs={}", f"model.path={model_dir}", f"log.run_dir={tmp_path}/run",
+        "log.tensorboard=false", "steps=3", "eval_every=3", "eval_tasks=8", "sft.episodes=0",
+        "rollout.tasks_per_step=4", "rollout.group_size=4", "rollout.max_staleness=1", "algo.micro_batch_size=8",
+        *extra,
+    ])
+
+
+def test_a_team_env_trains_every_seat_and_evaluates_per_episode(tmp_path, trained_model_dir, monkeypatch):
+    envs, scripted = [], {}
+    make_team_envs = trainer_module._make_team_envs
+
+    def recording(env_id, kwargs, count):
+        made = make_team_envs(env_id, kwargs, count)
+        envs.extend(made)
+        return made
+
+    def scripted_engine(config, path, tokenizer, info, asynchronous=False):
+        scripted["engine"] = CoinFlipTeamEngine(tokenizer, envs)
+        return BatchingEngine(scripted["engine"], seed=0)
+
+    monkeypatch.setattr(trainer_module, "_make_team_envs", recording)
+    monkeypatch.setattr(trainer_module, "build_engine", scripted_engine)
+    trainer = Trainer(_config(tmp_path, trained_model_dir))
+    assert type(trainer.loop).__name__ == "TeamRollout"
+    summary = trainer.train()
+    engine = scripted["engine"]
+    before = dict(engine.proposals)
+    evaluation = trainer.evaluate()  # 8 team episodes greedy, 8 sampled: one proposal each
+    trainer.close()
+    right, wrong = (engine.proposals[k] - before[k] for k in ("right", "wrong"))
+    assert right + wrong == 16 and evaluation["eval/episodes"] == 8
+    assert evaluation["eval/success_rate"] + evaluation["eval/sampled_success_rate"] == pytest.approx(right / 8)
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if "train/optimizer_steps" in r]
+    assert [r["step"] for r in steps] == [1, 2, 3]
+    assert sum(r["train/optimizer_steps"] for r in steps) > 0, "PPO-EWMA updated the policy on the seats' turns"
+    for r in steps:
+        # 4 tasks x 4 team episodes x 2 seats (both act: propose, then review), none dropped
+        assert r["rollout/episodes"] == 32 and r["rollout/dropped_infra_failed"] == 0 and r["rollout/idle_seats"] == 0
+        assert 0 < r["reward/mean"] < 1
+    assert engine.proposals["right"] > 0 and engine.proposals["wrong"] > 0 and engine.synced >= 3
+    for key in ("eval/success_before", "eval/success_after", "eval/sampled_success_after"):
+        assert key in summary and 0 <= summary[key] <= 1
+
+
+@pytest.mark.parametrize(("override", "match"), [("sft.episodes=16", "sft.episodes=0"),
+                                                   ("rollout.fleet=ray", "rollout.fleet=none")])
+def test_what_a_team_run_cannot_do_is_refused_at_load(tmp_path, override, match):
+    with pytest.raises(ConfigError, match=match):
+        _config(tmp_path, "unused", override)
