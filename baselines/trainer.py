@@ -31,7 +31,6 @@ import torch
 from baselines.advantages import group_normalized_advantages
 from baselines.agent_loop import AgentLoop, AgentLoopConfig, make_rollout_envs
 from baselines.async_rollout import AsyncRollout, AsyncRolloutConfig
-from baselines.team_rollout import TeamRollout
 from baselines.chat_tokens import ChatTokenizer
 from baselines.checkpoint import load_checkpoint, save_checkpoint
 from baselines.config import TrainConfig, config_to_dict
@@ -42,6 +41,7 @@ from baselines.errors import ConfigError
 from baselines.ewma import EWMAModel, ewma_age_for_batch_size
 from baselines.metrics import MetricsLogger, tool_usage_alerts
 from baselines.staleness import token_staleness
+from baselines.team_rollout import TeamRollout
 from baselines.trajectory import Trajectory, collate
 from baselines.update import PolicyUpdater
 
@@ -57,8 +57,11 @@ def env_corpus(env_id: str, env_kwargs: dict[str, Any], episodes: int = 300) -> 
 
     import gymnasium as gym
 
+    from agentgym.multi_agent import is_multi_agent_env
     from baselines.tiny_model import default_corpus
 
+    if is_multi_agent_env(env_id):
+        return _team_corpus(env_id, env_kwargs, episodes) + default_corpus()
     env = gym.make(env_id, **env_kwargs)
     texts: list[str] = []
     for seed in range(episodes):
@@ -75,6 +78,32 @@ def env_corpus(env_id: str, env_kwargs: dict[str, Any], episodes: int = 300) -> 
                 break
     env.close()
     return texts + default_corpus()
+
+
+def _team_corpus(env_id: str, env_kwargs: dict[str, Any], episodes: int) -> list[str]:
+    """What every seat of a team env is shown and the oracle team writes."""
+    import json
+
+    from agentgym import multi_agent
+
+    env = multi_agent.make(env_id, **env_kwargs)
+    texts: list[str] = []
+    try:
+        for seed in range(episodes):
+            _, infos = env.reset(seed=seed)
+            if seed == 0:
+                texts += [json.dumps(t) for info in infos.values() for t in info.get("tools", [])] * 20
+            texts += [m["content"] for info in infos.values() for m in info.get("messages", [])]
+            for _ in range(64):
+                actions = env.oracle_actions()
+                texts += list(actions.values())
+                _, _, _, _, infos = env.step(actions)
+                texts += [m["content"] for info in infos.values() for m in info.get("messages", [])]
+                if not env.agents:
+                    break
+    finally:
+        env.close()
+    return texts
 
 
 def resolve_model_path(config: TrainConfig, info: DistInfo) -> str:

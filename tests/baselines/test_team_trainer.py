@@ -48,7 +48,8 @@ class CoinFlipTeamEngine:
         (answer,) = {e.task.answer for e in self.envs if e.task is not None and e.task.question in prompt}
         right = bool(self.rng.random() < 0.5)
         self.proposals["right" if right else "wrong"] += 1
-        return '<tool_call>{"name": "propose", "arguments": {"answer": {"answer": %d}}}</tool_call>' % (answer + (not right))
+        proposal = {"name": "propose", "arguments": {"answer": {"answer": answer + (not right)}}}
+        return f"<tool_call>{json.dumps(proposal)}</tool_call>"
 
     def generate(self, prompts, sampling, seed=None):
         out = []
@@ -120,3 +121,13 @@ def test_a_team_env_trains_every_seat_and_evaluates_per_episode(tmp_path, traine
 def test_what_a_team_run_cannot_do_is_refused_at_load(tmp_path, override, match):
     with pytest.raises(ConfigError, match=match):
         _config(tmp_path, "unused", override)
+
+
+def test_the_tiny_models_corpus_of_a_team_env_has_every_seats_text():
+    """A run without model.path trains the tiny model's tokenizer on what the team's seats
+    see and what the oracle team writes (a team id has no gym.make)."""
+    texts = trainer_module.env_corpus(TEAM_ID, {}, episodes=3)
+    assert any('"name": "propose"' in t for t in texts) and any('"name": "accept"' in t for t in texts)
+    assert any(t.startswith("You solve the task in a team") for t in texts)  # the solver's opening
+    assert any("You review" in t for t in texts)  # the reviewer's
+    assert sum('<tool_call>{"name": "propose"' in t for t in texts) >= 3  # the oracle's proposals, one per episode
