@@ -69,23 +69,23 @@ def test_step_in_process(benchmark):
     env.close()
 
 
-def test_step_through_openenv_server(benchmark, calculator_url):
-    """The same step sent through agentgym serve-env with openenv_env (OpenEnv's client)."""
-    env = openenv_env(calculator_url)
+def _bench_remote_step(benchmark, url: str) -> None:
+    env = openenv_env(url)
     env.reset(seed=0)
     result = benchmark(env.step, CALCULATE)
     assert "42" in result[0]
     env.close()
+
+
+def test_step_through_openenv_server(benchmark, calculator_url):
+    """The same step sent through agentgym serve-env with openenv_env (OpenEnv's client)."""
+    _bench_remote_step(benchmark, calculator_url)
 
 
 @pytest.mark.docker
 def test_step_through_openenv_container(benchmark, calculator_container_url):
     """The same step sent to the env's OpenEnv container (docker-proxy port forwarding included)."""
-    env = openenv_env(calculator_container_url)
-    env.reset(seed=0)
-    result = benchmark(env.step, CALCULATE)
-    assert "42" in result[0]
-    env.close()
+    _bench_remote_step(benchmark, calculator_container_url)
 
 
 MCP_SERVER = textwrap.dedent('''
@@ -137,26 +137,21 @@ async def _one_step_episodes(envs, episodes: int) -> None:
     await asyncio.gather(*(worker(env) for env in envs))
 
 
-def test_episodes_per_s_in_process_c64(benchmark):
-    envs = [gym.make("agentgym/Calculator-v0") for _ in range(CONCURRENCY)]
+def _bench_episodes(benchmark, envs) -> None:
     benchmark.pedantic(lambda: run_sync(_one_step_episodes(envs, EPISODES)), rounds=5, iterations=1, warmup_rounds=1)
     benchmark.extra_info["episodes_per_s"] = EPISODES / benchmark.stats.stats.median
     for env in envs:
         env.close()
+
+
+def test_episodes_per_s_in_process_c64(benchmark):
+    _bench_episodes(benchmark, [gym.make("agentgym/Calculator-v0") for _ in range(CONCURRENCY)])
 
 
 def test_episodes_per_s_through_openenv_server_c64(benchmark, calculator_url):
-    envs = [openenv_env(calculator_url) for _ in range(CONCURRENCY)]
-    benchmark.pedantic(lambda: run_sync(_one_step_episodes(envs, EPISODES)), rounds=5, iterations=1, warmup_rounds=1)
-    benchmark.extra_info["episodes_per_s"] = EPISODES / benchmark.stats.stats.median
-    for env in envs:
-        env.close()
+    _bench_episodes(benchmark, [openenv_env(calculator_url) for _ in range(CONCURRENCY)])
 
 
 @pytest.mark.docker
 def test_episodes_per_s_through_openenv_container_c64(benchmark, calculator_container_url):
-    envs = [openenv_env(calculator_container_url) for _ in range(CONCURRENCY)]
-    benchmark.pedantic(lambda: run_sync(_one_step_episodes(envs, EPISODES)), rounds=5, iterations=1, warmup_rounds=1)
-    benchmark.extra_info["episodes_per_s"] = EPISODES / benchmark.stats.stats.median
-    for env in envs:
-        env.close()
+    _bench_episodes(benchmark, [openenv_env(calculator_container_url) for _ in range(CONCURRENCY)])
