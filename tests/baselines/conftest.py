@@ -39,6 +39,15 @@ def tiny_model_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def vllm_model_dir(tmp_path_factory):
+    """The untrained tiny model at head_dim 32 (what vLLM's CPU attention needs), shared
+    by the vLLM engine tests; none of them writes to it."""
+    from baselines.tiny_model import TinyModelSpec, build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("vllm-tiny"), spec=TinyModelSpec(**TRAINED_TINY))
+
+
+@pytest.fixture(scope="session")
 def tokenizer(tiny_model_dir):
     from transformers import AutoTokenizer
 

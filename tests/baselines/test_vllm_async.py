@@ -18,31 +18,22 @@ pytestmark = pytest.mark.vllm
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    from baselines.tiny_model import TinyModelSpec, build_tiny_model
-
-    from .conftest import TRAINED_TINY  # head_dim 32, which vLLM's CPU attention needs
-
-    return build_tiny_model(tmp_path_factory.mktemp("vllm-async"), spec=TinyModelSpec(**TRAINED_TINY))
-
-
-@pytest.fixture(scope="module")
-def engine(model_dir):
+def engine(vllm_model_dir):
     from baselines.engines.vllm_async import AsyncVLLMEngine
 
-    eng = AsyncVLLMEngine(str(model_dir), dtype="float32", enforce_eager=True, max_model_len=512, seed=0)
+    eng = AsyncVLLMEngine(str(vllm_model_dir), dtype="float32", enforce_eager=True, max_model_len=512, seed=0)
     yield eng
     eng.close()
 
 
-def test_requests_record_the_version_that_sampled_them(engine, model_dir):
+def test_requests_record_the_version_that_sampled_them(engine, vllm_model_dir):
     from transformers import AutoModelForCausalLM
 
     sampling = SamplingConfig(max_new_tokens=8, temperature=1.0)
     first = engine.generate([[5, 17, 42], [7, 8, 9]], sampling, seed=3)
     assert first == engine.generate([[5, 17, 42], [7, 8, 9]], sampling, seed=3)  # per-request seeds
     assert all(len(g.token_ids) == len(g.logprobs) > 0 for g in first)
-    state = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).state_dict()
+    state = AutoModelForCausalLM.from_pretrained(vllm_model_dir, dtype=torch.float32).state_dict()
     new = {k: v + 0.05 * torch.randn_like(v) for k, v in state.items()}
 
     async def sync_while_requests_run():
@@ -60,18 +51,18 @@ def test_requests_record_the_version_that_sampled_them(engine, model_dir):
     assert engine.generate([[5, 17, 42], [7, 8, 9]], sampling, seed=3) != first  # the new weights are in use
 
 
-def test_async_rollout_on_async_llm(engine, model_dir):
+def test_async_rollout_on_async_llm(engine, vllm_model_dir):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from baselines.agent_loop import AgentLoopConfig
     from baselines.async_rollout import AsyncRollout, AsyncRolloutConfig
     from baselines.chat_tokens import ChatTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(vllm_model_dir)
     envs = [gym.make("agentgym/Calculator-v0", difficulty=1, max_turns=2) for _ in range(8)]
     rollout = AsyncRollout(envs, engine, ChatTokenizer(tokenizer), AgentLoopConfig(SamplingConfig(16, 1.0), 512, 1.0),
                            AsyncRolloutConfig(max_staleness=1), 2, 2, lambda step: ([10 * step, 10 * step + 1], step))
-    weights = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).state_dict()
+    weights = AutoModelForCausalLM.from_pretrained(vllm_model_dir, dtype=torch.float32).state_dict()
     try:
         batches = []
         for step in range(3):
@@ -118,7 +109,7 @@ class _RecordingAsyncLLM:
         await self._record("reset_prefix_cache")
 
 
-def test_async_sync_takes_the_sync_engines_path_and_ipc_never_blocks_the_loop(engine, model_dir, monkeypatch):
+def test_async_sync_takes_the_sync_engines_path_and_ipc_never_blocks_the_loop(engine, vllm_model_dir, monkeypatch):
     """Host weights go through shared memory even where CUDA IPC exists (a real reload);
     CUDA weights go through the shared IPC sender on a worker thread, whose four
     weight-update calls reach ``AsyncLLM`` as vLLM's request objects, on the loop, with the
@@ -135,7 +126,7 @@ def test_async_sync_takes_the_sync_engines_path_and_ipc_never_blocks_the_loop(en
 
     from baselines.engines import vllm_async
 
-    state = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).state_dict()
+    state = AutoModelForCausalLM.from_pretrained(vllm_model_dir, dtype=torch.float32).state_dict()
     monkeypatch.setattr(engine, "cuda_ipc", True)  # a CUDA platform, but the weights are on the host
     version = engine.version
     engine.sync_weights(state)

@@ -22,15 +22,6 @@ PROMPTS = [[5, 17, 42, 99, 3], [7, 8, 9], [100, 120, 130, 140, 150, 160, 11], [1
 
 
 @pytest.fixture(scope="module")
-def vllm_model_dir(tmp_path_factory):
-    from baselines.tiny_model import TinyModelSpec, build_tiny_model
-
-    from .conftest import TRAINED_TINY
-
-    return build_tiny_model(tmp_path_factory.mktemp("vllm-tiny"), spec=TinyModelSpec(**TRAINED_TINY))
-
-
-@pytest.fixture(scope="module")
 def engine(vllm_model_dir):
     from baselines.engines.vllm import VLLMEngine
 
