@@ -35,9 +35,19 @@ logger = logging.getLogger(__name__)
 
 def make_rollout_envs(env_id: str, env_kwargs: dict[str, Any], count: int, *, fleet: str = "none",
                       fleet_workers: int = 2, fleet_address: str = "auto") -> list[Any]:
-    """The envs a rollout drives: made here (``gym.make``), or with ``fleet="ray"`` hosted by
-    Ray env workers (:func:`agentgym.fleet.fleet_envs`) and driven through the same
-    ``areset``/``astep``. Closing every env (the trainer's ``close``) ends the fleet."""
+    """The envs a rollout drives: made here (``gym.make``; ``agentgym.multi_agent.make`` for a
+    team id), or with ``fleet="ray"`` hosted by Ray env workers
+    (:func:`agentgym.fleet.fleet_envs`) and driven through the same ``areset``/``astep``.
+    Closing every env (the trainer's ``close``) ends the fleet."""
+    from agentgym.multi_agent import is_multi_agent_env
+
+    if is_multi_agent_env(env_id):
+        if fleet != "none":
+            raise ValueError(f"Expected fleet='none' for the team env {env_id} (Ray env workers host single-agent "
+                             f"envs), actual value: {fleet!r}")
+        from agentgym import multi_agent
+
+        return [multi_agent.make(env_id, **env_kwargs) for _ in range(count)]
     if fleet == "ray":
         from agentgym.fleet import fleet_envs
 

@@ -186,12 +186,10 @@ class Trainer:
         self.updater = PolicyUpdater(self.model, self.optimizer, self.ewma, config.algo, self.info, config.rollout.temperature,
                                      compute_dtype=self.compute_dtype)
         n_local = self._local_tasks(config.rollout.tasks_per_step)
-        n_envs = (config.rollout.max_staleness + 1) * n_local * config.rollout.group_size
-        if config.env.is_team:  # one team env per episode in flight; every seat acts with this policy
-            envs = _make_team_envs(config.env.id, config.env.kwargs, n_envs)
-        else:
-            envs = make_rollout_envs(config.env.id, config.env.kwargs, n_envs, fleet=config.rollout.fleet,
-                                     fleet_workers=config.rollout.fleet_workers, fleet_address=config.rollout.fleet_address)
+        envs = make_rollout_envs(config.env.id, config.env.kwargs,
+                                 (config.rollout.max_staleness + 1) * n_local * config.rollout.group_size,
+                                 fleet=config.rollout.fleet, fleet_workers=config.rollout.fleet_workers,
+                                 fleet_address=config.rollout.fleet_address)
         sampling = SamplingConfig(config.rollout.max_new_tokens, config.rollout.temperature, config.rollout.top_p)
         self.logger = MetricsLogger(self.run_dir, tensorboard=config.log.tensorboard, wandb_project=config.log.wandb_project,
                                     config=config_to_dict(config)) if self.info.is_main else None
@@ -323,17 +321,14 @@ class Trainer:
 
     def _success(self, split: str, seeds: Sequence[int], temperature: float, samples: int = 1) -> float:
         """Success rate of the engine's current policy on ``seeds`` of ``split`` (one process)."""
-        import gymnasium as gym
-
         cfg = self.config
         envs = self._eval_envs.setdefault(split, [])
         n = len(seeds) * samples
         kwargs = {k: v for k, v in cfg.env.kwargs.items() if k != "split"}
         sampling = SamplingConfig(cfg.rollout.max_new_tokens, temperature, cfg.rollout.top_p)
+        envs += make_rollout_envs(cfg.env.id, {**kwargs, "split": split}, n - len(envs))
         if cfg.env.is_team:
-            envs += _make_team_envs(cfg.env.id, {**kwargs, "split": split}, n - len(envs))
             return self._team_success(envs[:n], seeds, samples, sampling)
-        envs += [gym.make(cfg.env.id, split=split, **kwargs) for _ in range(n - len(envs))]
         loop = AgentLoop(envs, self.engine, self.chat, AgentLoopConfig(sampling, cfg.rollout.max_seq_len, 0.0))
         self.engine.wake_up()
         batch = loop.collect(list(seeds), samples, sampling_seed=cfg.seed)
@@ -420,9 +415,3 @@ def _eval_summary(metrics: dict[str, float], when: str) -> dict[str, float]:
     if "eval/sampled_success_rate" in metrics:
         out[f"eval/sampled_success_{when}"] = metrics["eval/sampled_success_rate"]
     return out
-
-
-def _make_team_envs(env_id: str, env_kwargs: dict[str, Any], count: int) -> list[Any]:
-    from agentgym import multi_agent
-
-    return [multi_agent.make(env_id, **env_kwargs) for _ in range(count)]

@@ -80,10 +80,10 @@ def _config(tmp_path, model_dir, *extra):
 
 def test_a_team_env_trains_every_seat_and_evaluates_per_episode(tmp_path, trained_model_dir, monkeypatch):
     envs, scripted = [], {}
-    make_team_envs = trainer_module._make_team_envs
+    make_rollout_envs = trainer_module.make_rollout_envs
 
-    def recording(env_id, kwargs, count):
-        made = make_team_envs(env_id, kwargs, count)
+    def recording(env_id, kwargs, count, **fleet):
+        made = make_rollout_envs(env_id, kwargs, count, **fleet)
         envs.extend(made)
         return made
 
@@ -91,7 +91,7 @@ def test_a_team_env_trains_every_seat_and_evaluates_per_episode(tmp_path, traine
         scripted["engine"] = CoinFlipTeamEngine(tokenizer, envs)
         return BatchingEngine(scripted["engine"], seed=0)
 
-    monkeypatch.setattr(trainer_module, "_make_team_envs", recording)
+    monkeypatch.setattr(trainer_module, "make_rollout_envs", recording)
     monkeypatch.setattr(trainer_module, "build_engine", scripted_engine)
     trainer = Trainer(_config(tmp_path, trained_model_dir))
     assert type(trainer.loop).__name__ == "TeamRollout"
@@ -131,3 +131,14 @@ def test_the_tiny_models_corpus_of_a_team_env_has_every_seats_text():
     assert any(t.startswith("You solve the task in a team") for t in texts)  # the solver's opening
     assert any("You review" in t for t in texts)  # the reviewer's
     assert sum('<tool_call>{"name": "propose"' in t for t in texts) >= 3  # the oracle's proposals, one per episode
+
+
+def test_rollout_envs_of_a_team_id_are_team_envs_and_never_on_a_fleet():
+    envs = trainer_module.make_rollout_envs(TEAM_ID, {}, 2)
+    try:
+        assert [type(e).__name__ for e in envs] == ["ReviewTeamEnv", "ReviewTeamEnv"]
+    finally:
+        for env in envs:
+            env.close()
+    with pytest.raises(ValueError, match="fleet='none'"):
+        trainer_module.make_rollout_envs(TEAM_ID, {}, 2, fleet="ray")
