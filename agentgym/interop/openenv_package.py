@@ -48,7 +48,6 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.errors import ConfigError
-from agentgym.fingerprint import _fields_of
 
 __all__ = [
     "SERVER_BASE_RECIPE",
@@ -138,7 +137,7 @@ def write_openenv_package(env_id: str, out_dir: str | Path, env_kwargs: dict[str
 
     import agentgym  # noqa: F401 - registers the envs
     from agentgym.envs import check_env_id, check_env_kwargs
-    from agentgym.interop.openenv_server import jsonable
+    from agentgym.interop.openenv_server import env_description, jsonable
 
     say = progress or (lambda _msg: None)
     env_kwargs = dict(env_kwargs or {})
@@ -157,8 +156,8 @@ def write_openenv_package(env_id: str, out_dir: str | Path, env_kwargs: dict[str
     env = gym.make(env_id, **env_kwargs)
     try:
         fingerprint = str(env.unwrapped.fingerprint)
-        runs_agent_code = "sandbox" in _fields_of(env.unwrapped.fingerprint)
-        description = _first_line(type(env.unwrapped).__doc__) or f"agentgym's {env_id}"
+        runs_agent_code = "sandbox" in env.unwrapped.fingerprint.fields
+        description = env_description(env)
     finally:
         env.close()
     if runs_agent_code:
@@ -223,21 +222,21 @@ def build_openenv_image(package: str | Path | OpenEnvPackage, tag: str | None = 
     from sandboxes.errors import ImageBuildError
     from sandboxes.image import build_image
 
-    path = package.path if isinstance(package, OpenEnvPackage) else Path(package)
-    manifest = _read_manifest(path)
+    package = package if isinstance(package, OpenEnvPackage) else read_openenv_package(package)
+    path = package.path
     if not (path / "wheels").is_dir() or not (path / "server" / "requirements.txt").is_file():
         raise ConfigError(f"Expected a package written with its wheelhouse, actual value: {path} has no wheels/ or "
                           "server/requirements.txt (write it again without --no-wheels)")
     say = progress or (lambda _msg: None)
     say(f"base image {_base_tag()} (built once with mmdebstrap if missing)")
     base = build_image(engine_urls=[engine_url] if engine_url else None, recipe=SERVER_BASE_RECIPE)
-    tag = tag or default_tag(manifest["agentgym"]["env_id"])
+    tag = tag or default_tag(package.env_id)
     client = connect(engine_url, timeout=1800)
     log: list[str] = []
     built = False
     try:
         stream = client.api.build(path=str(path), dockerfile="server/Dockerfile", tag=tag, rm=True, forcerm=True,
-                                  buildargs={"BASE_IMAGE": base.tag, "PACKAGE": manifest["name"]}, decode=True)
+                                  buildargs={"BASE_IMAGE": base.tag, "PACKAGE": package.name}, decode=True)
         for chunk in stream:
             if "error" in chunk:
                 said = [line for line in _plain("".join(log[-20:])).splitlines()
@@ -255,7 +254,7 @@ def build_openenv_image(package: str | Path | OpenEnvPackage, tag: str | None = 
         raise ImageBuildError(f"docker build of {path} failed: {e}") from e
     finally:
         try:
-            _remove_leftovers(client, manifest["name"], keep=_builder_id(log) if built else None)
+            _remove_leftovers(client, package.name, keep=_builder_id(log) if built else None)
         finally:
             client.close()
     return str(image.id)
@@ -295,10 +294,6 @@ def _base_tag() -> str:
     from sandboxes.image import image_tag
 
     return image_tag(SERVER_BASE_RECIPE)
-
-
-def _first_line(doc: str | None) -> str:
-    return (doc or "").strip().split("\n\n")[0].replace("\n", " ").strip()
 
 
 def _read_manifest(path: Path) -> dict[str, Any]:

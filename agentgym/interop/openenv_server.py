@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from agentgym.interop.extras import require
 
-__all__ = ["jsonable", "openenv_app", "openenv_types"]
+__all__ = ["env_description", "jsonable", "openenv_app", "openenv_types"]
 
 T = TypeVar("T")
 
@@ -59,6 +59,20 @@ def jsonable(value: Any) -> Any:
         return obj
 
     return finite(json.loads(json.dumps(value, default=default)))
+
+
+def env_description(env: Any) -> str:
+    """The first paragraph of an env's docstring on one line (OpenEnv's ``/metadata``
+    description, and the packaged env's README), or a plain fallback.
+
+    >>> import gymnasium as gym
+    >>> env = gym.make("agentgym/Search-v1"); env_description(env)[:43]
+    'Multi-hop question answering with search to'
+    >>> env.close()
+    """
+    unwrapped = env.unwrapped
+    doc = (type(unwrapped).__doc__ or "").strip().split("\n\n")[0]
+    return " ".join(doc.split()) or f"agentgym's {unwrapped.spec.id if unwrapped.spec else type(unwrapped).__name__}"
 
 
 def _on_runtime_loop(coro: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
@@ -174,10 +188,8 @@ def _environment_class() -> type:
         def get_metadata(self) -> Any:
             """OpenEnv's ``/metadata``: the env id, the first paragraph of its docstring, and
             its fingerprint as the version (what a client checks before training on it)."""
-            doc = (type(self.env.unwrapped).__doc__ or "").strip().split("\n\n")[0]
-            return types_module.EnvironmentMetadata(
-                name=self.env_id, description=" ".join(doc.split()) or f"agentgym's {self.env_id}",
-                version=str(self.env.unwrapped.fingerprint), documentation_url=None)
+            return types_module.EnvironmentMetadata(name=self.env_id, description=env_description(self.env),
+                                                    version=str(self.env.unwrapped.fingerprint), documentation_url=None)
 
         def close(self) -> None:
             self.env.close()
