@@ -31,7 +31,13 @@ __all__ = ["DockerSandbox", "DockerBackend", "container_options"]
 _IN_RUNTIME_DIR = "/opt/agentgym"
 SUPERVISOR_CAPS = ["SETUID", "SETGID", "KILL"]
 """All the supervisor keeps: run workers as the sandbox user, act as that user for file
-operations and clean-up, kill its processes. Agent code holds none of them."""
+operations and clean-up, kill its processes. Agent code holds none of them.
+
+Not SYS_RESOURCE, though it would pin each worker's ``oom_score_adj`` floor at 1000 (a
+process may lower its score only down to what a SYS_RESOURCE holder last set): engines
+often run without it in their bounding set (this project's CI machines do), and then no
+container starts. Memory is defended by caps instead (tmpfs inodes, IPC limits), and a
+sandbox that dies anyway during a cell is the agent's crash (see ``PooledSandbox``)."""
 
 
 def container_options(config: SandboxConfig, image: str, owner: str, key: str) -> dict[str, Any]:
@@ -60,7 +66,7 @@ def container_options(config: SandboxConfig, image: str, owner: str, key: str) -
         SANDBOX_LABEL: "1",
         "agentgym.runtime": runtime_digest(),
     }
-    tmpfs_opts = f"rw,nosuid,nodev,size={size}"
+    tmpfs_opts = f"rw,nosuid,nodev,size={size},nr_inodes={config.tmpfs_inodes}"
     options: dict[str, Any] = {
         "image": image,
         "entrypoint": entrypoint,
@@ -74,6 +80,8 @@ def container_options(config: SandboxConfig, image: str, owner: str, key: str) -
         "tmpfs": {
             "/tmp": f"{tmpfs_opts},mode=1777",
             config.workdir: f"{tmpfs_opts},mode=0755,uid={uid},gid={gid or uid}",
+            # Our own /dev/shm (the engine's takes only a size): capped in inodes too.
+            "/dev/shm": f"rw,nosuid,nodev,noexec,size={shm_bytes},nr_inodes={config.tmpfs_inodes},mode=1777",
         },
         "pids_limit": config.pids_limit,
         "mem_limit": config.mem_limit_bytes,
@@ -87,6 +95,12 @@ def container_options(config: SandboxConfig, image: str, owner: str, key: str) -
             "kernel.shmmax": str(shm_bytes),
             "kernel.shmall": str(shm_bytes // 4096),
             "kernel.shm_rmid_forced": "1",
+            # Message queues and semaphore sets are kernel memory that outlives the code
+            # that made them (until reset): few and small, so they cannot starve the
+            # supervisor (the defaults allow 32000 queues of 16 KiB each).
+            "kernel.msgmni": "32",
+            "kernel.msgmnb": "16384",
+            "kernel.sem": "250 8000 32 32",
         },
         "cap_drop": ["ALL"] if config.cap_drop_all else [],
         "cap_add": SUPERVISOR_CAPS,

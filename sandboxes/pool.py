@@ -499,7 +499,14 @@ class PooledSandbox(Sandbox):
         if self._cells and not self._pool.config.replay:
             return "the sandbox was replaced and replay is switched off, so variables, imports and files you made are gone"
         for code, timeout in self._cells:
-            result = await sandbox.run(code, timeout)
+            try:
+                result = await sandbox.run(code, timeout)
+            except SandboxInfraError as e:
+                # The sandbox broke while running the agent's own cell again: whatever did
+                # it, a cell that ran ok the first time and not now is not deterministic, and
+                # trying more sandboxes cannot change that. Only getting a fresh sandbox
+                # (below) can still fail as infrastructure.
+                result = ExecResult(status="crash", error=f"the sandbox failed during replay: {e}")
             if result.status != "ok" or result.state_lost:
                 log.warning("replay of a cell ended with %s; state is lost", result.status)
                 # A fresh sandbox, not a reset of this one: nothing of the replay may remain.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping
 
@@ -76,8 +77,19 @@ class ExecResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ExecResult":
+        """The result in a supervisor's reply. Every text field comes out valid UTF-8:
+        JSON can carry lone surrogates, which agent code can get into a reply, and which
+        would make the observation fail to encode or tokenize on the host."""
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        return cls(**{k: valid_utf8(v) if isinstance(v, str) else v for k, v in data.items() if k in names})
+
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def valid_utf8(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD (so it always encodes)."""
+    return _SURROGATES.sub("\ufffd", text)
 
 
 NetworkMode = Literal["none", "bridge", "host"]
@@ -103,6 +115,12 @@ class SandboxConfig:
     interpreter: full disks must end in the agent's own OOM, never the supervisor's."""
     shm_size: str = "64m"
     """Size of ``/dev/shm``, and the cap on SysV shared memory in the sandbox."""
+    tmpfs_inodes: int = 4096
+    """Files and directories per in-memory filesystem (workdir, ``/tmp``, ``/dev/shm``).
+    ``size=`` caps file contents only: empty files and ``user.*`` extended attributes are
+    kernel memory charged to the sandbox, enough to starve the supervisor (260k empty
+    files cost 416 MB). The kernel counts xattrs in the same inode space (about 1 KiB an
+    inode), so this caps both."""
     pids_limit: int = 128
     mem_limit: str = "1g"
     """Memory limit; swap is disabled (memswap limit == mem limit)."""
@@ -167,12 +185,15 @@ class SandboxConfig:
                 f"actual values: {self.default_timeout_s}, {self.grace_s}, "
                 f"{self.transport_slack_s}"
             )
-        writable = 2 * parse_size(self.tmpfs_size) + parse_size(self.shm_size)
+        if self.tmpfs_inodes < 64:
+            raise SandboxConfigError(f"Expected tmpfs_inodes >= 64, actual value: {self.tmpfs_inodes}")
+        writable = 2 * parse_size(self.tmpfs_size) + parse_size(self.shm_size) + 3 * self.tmpfs_inodes * INODE_BYTES
         if writable > parse_size(self.mem_limit) - INTERPRETER_HEADROOM_BYTES:
             raise SandboxConfigError(
-                f"Expected 2 * tmpfs_size + shm_size <= mem_limit - 128m (files in memory must "
-                f"not starve the supervisor), actual values: tmpfs_size={self.tmpfs_size!r}, "
-                f"shm_size={self.shm_size!r}, mem_limit={self.mem_limit!r}; lower tmpfs_size "
+                f"Expected 2 * tmpfs_size + shm_size + 3 * tmpfs_inodes * 4 KiB <= mem_limit - 128m "
+                f"(files in memory must not starve the supervisor), actual values: "
+                f"tmpfs_size={self.tmpfs_size!r}, shm_size={self.shm_size!r}, "
+                f"tmpfs_inodes={self.tmpfs_inodes}, mem_limit={self.mem_limit!r}; lower tmpfs_size "
                 "or raise mem_limit"
             )
 
@@ -199,6 +220,9 @@ class SandboxConfig:
 
 
 INTERPRETER_HEADROOM_BYTES = 128 * 1024**2
+INODE_BYTES = 4096
+"""Kernel memory budgeted per tmpfs inode (inode, dentry and its share of xattr space;
+measured at about 1.6 KiB for an empty file, plus up to 1 KiB of xattrs)."""
 
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 

@@ -33,6 +33,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -118,6 +119,28 @@ def _process_state(pid: int) -> str:
         return "X"
 
 
+def _has_live_thread(pid: int) -> bool:
+    """Whether any thread of process ``pid`` still runs.
+
+    The process's own state is its main thread's: one that called ``SYS_exit`` (not
+    ``exit_group``) shows ``Z`` while its other threads go on, so a scan of states alone
+    would pass over a running process. Threads are counted instead."""
+    if _process_state(pid) not in ("Z", "X"):
+        return True
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+                    return True
+        except (OSError, IndexError):
+            continue
+    return False
+
+
 _LIBC = None
 
 
@@ -168,7 +191,7 @@ class SandboxUser:
         for entry in os.listdir("/proc"):
             if not entry.isdigit() or int(entry) == me:
                 continue
-            if _real_uid(int(entry)) == self.uid and _process_state(int(entry)) not in ("Z", "X"):
+            if _real_uid(int(entry)) == self.uid and _has_live_thread(int(entry)):
                 found.append(int(entry))
         return found
 
@@ -296,6 +319,7 @@ class Worker:
                 os.close(fd)
         for fd in (self.ctrl_out_r, self.out_r, self.err_r):
             _set_nonblocking(fd)
+        os.set_blocking(self.ctrl_in_w, False)  # agent code can stop reading it (see send)
         self.decoder = wire.FrameDecoder(max_bytes=WORKER_FRAME_LIMIT)
         self.pid = 0
         self.pgid = 0
@@ -306,10 +330,28 @@ class Worker:
         self.code = 0
         self.started = time.monotonic()
 
-    def send(self, header: dict) -> None:
+    def send(self, header: dict, deadline: float, beat: Any = None) -> None:
+        """Write a request to the worker by ``deadline`` or raise :class:`TimeoutError`.
+
+        The worker's end of the pipe belongs to agent code, which can shrink it
+        (``F_SETPIPE_SZ``) and stop reading it (``dup2`` another pipe over it): a blocking
+        write would hang the supervisor and silence its heartbeat, which the host must read
+        as a hung sandbox. Non-blocking writes with the cell's deadline make that the
+        agent's timeout instead; ``beat()`` keeps the host informed meanwhile.
+        """
         data = memoryview(wire.encode(header))
         while data:
-            data = data[os.write(self.ctrl_in_w, data) :]
+            try:
+                data = data[os.write(self.ctrl_in_w, data) :]
+                continue
+            except BlockingIOError:
+                pass
+            wait = deadline - time.monotonic()
+            if wait <= 0:
+                raise TimeoutError("the interpreter stopped reading its requests")
+            select.select([], [self.ctrl_in_w], [], min(wait, HEARTBEAT_S))
+            if beat is not None:
+                beat()
 
     def close_fds(self) -> None:
         for fd in (self.ctrl_in_w, self.ctrl_out_r, self.out_r, self.err_r):
@@ -494,7 +536,7 @@ class Supervisor:
             end = time.monotonic() + 0.5
             while time.monotonic() < end:
                 self.reap_children()
-                if all(_process_state(pid) in ("Z", "X") for pid in victims):
+                if not any(_has_live_thread(pid) for pid in victims):
                     break
                 time.sleep(0.0005)
 
@@ -542,9 +584,15 @@ class Supervisor:
     def op_run(self, req: dict) -> tuple:
         seq = req["seq"]
         timeout = float(req.get("timeout") or self.args.default_timeout)
-        w, lost_reason = self.start_cell(seq, req["code"])
-        outcome, out, err, interrupted, duration = self.wait_for_cell(w, seq, timeout)
-        outcome = _checked_outcome(outcome)
+        w, sent, lost_reason = self.start_cell(seq, req["code"], time.monotonic() + timeout)
+        if sent:
+            outcome, out, err, interrupted, duration = self.wait_for_cell(w, seq, timeout)
+        else:
+            self.kill_processes()
+            outcome, interrupted, duration = {"status": "timeout", "error": (
+                f"killed after the {timeout:g}s deadline: the interpreter stopped reading its requests")}, True, timeout
+            out, err = HeadTail(self.args.output_limit), HeadTail(self.args.output_limit)
+
         if outcome["status"] == "malformed":
             self.reap_worker(killed=True)
             outcome = {"status": "crash", "error": "the interpreter wrote a malformed result "
@@ -580,9 +628,10 @@ class Supervisor:
             "state_lost_reason": lost_reason,
         }, b""
 
-    def start_cell(self, seq: int, code: str) -> tuple:
-        """Hand ``code`` to a live worker; returns it and, when state was lost because the
-        previous worker died between calls (a thread of the agent's, the OOM killer), why.
+    def start_cell(self, seq: int, code: str, deadline: float) -> tuple:
+        """Hand ``code`` to a live worker; returns it, whether the code reached it by the
+        cell's ``deadline``, and, when state was lost, why (the previous worker died
+        between calls, or wrote to its control pipe after its result).
 
         Replacing a dead worker kills every process of the sandbox user first, so agent
         code left running cannot keep killing new workers."""
@@ -593,12 +642,20 @@ class Supervisor:
             if w is not None and not w.dead and w.pid in self.exit_codes:
                 exit_status = self.reap_worker(killed=True)
                 lost = f"your interpreter exited between calls (exit status {exit_status})"
+            elif w is not None and not w.dead and w.ready and _control_pipe_dirty(w):
+                # One result per cell: anything more is agent code writing frames, and the
+                # worker's own result may still be in the pipe, where it would pass for the
+                # next cell's. This worker cannot be trusted to answer in order any more.
+                self.reap_worker(killed=True)
+                lost = "your code wrote to the interpreter's control pipe, so it was restarted"
             self.ensure_ready(seq)
             w = self.worker
             self.cell += 1
             try:
-                w.send({"op": "run", "code": code, "cell": self.cell})
-                return w, lost
+                w.send({"op": "run", "code": code, "cell": self.cell}, deadline, lambda: self.heartbeat(seq))
+                return w, True, lost
+            except TimeoutError:  # the code may be half written: this worker is done
+                return w, False, lost
             except OSError:  # it died just now; the code has not run
                 self.reap_worker(killed=True)
                 lost = "your interpreter exited between calls"
@@ -637,11 +694,13 @@ class Supervisor:
                 else:
                     try:
                         frames = w.decoder.feed(data)
-                    except wire.FrameError as e:  # agent code wrote to the control pipe
-                        outcome = {"status": "malformed", "error": str(e)[:200]}
+                    except Exception as e:  # noqa: BLE001 - agent code wrote to the control pipe
+                        outcome = {"status": "malformed", "error": f"{type(e).__name__}: {str(e)[:200]}"}
                         break
-                    if frames:
-                        outcome = frames[0][0]
+                    if len(frames) > 1:
+                        outcome = {"status": "malformed", "error": f"{len(frames)} results for one cell"}
+                    elif frames:
+                        outcome = _checked_outcome(frames[0][0], self.cell)
                     elif eof:
                         outcome = {"status": "died"}
             self.heartbeat(seq)
@@ -720,7 +779,7 @@ class Supervisor:
         if self.zygote is not None:
             keep.add(self.zygote.pid)
         return [int(p) for p in os.listdir("/proc")
-                if p.isdigit() and int(p) not in keep and _process_state(int(p)) not in ("Z", "X")]
+                if p.isdigit() and int(p) not in keep and _has_live_thread(int(p))]
 
     def op_upload(self, req: dict, payload: bytes) -> tuple:
         path = self.resolve(req["path"])
@@ -835,17 +894,40 @@ class Supervisor:
             os._exit(code)
 
 
-_OUTCOME_STATUSES = ("ok", "error", "interrupted", "oom", "died", "timeout", "malformed")
+_WORKER_STATUSES = ("ok", "error", "interrupted", "oom")
+"""What a worker's result frame may say; ``died``, ``timeout`` and ``malformed`` are the
+supervisor's own findings and never come from the pipe agent code holds."""
 
 
-def _checked_outcome(outcome: object) -> dict:
-    """A worker's result, or ``malformed`` if it is not one the worker code would send."""
-    if not isinstance(outcome, dict) or outcome.get("status") not in _OUTCOME_STATUSES:
+def _checked_outcome(outcome: object, cell: int) -> dict:
+    """A worker's result frame, or ``malformed`` if it is not one the worker code would
+    send for this ``cell`` (agent code holds the control pipe and can write any frame)."""
+    if not isinstance(outcome, dict) or outcome.get("status") not in _WORKER_STATUSES:
         return {"status": "malformed", "error": "result is not a known status"}
+    if outcome.get("cell") != cell:
+        return {"status": "malformed", "error": "result is not for this cell"}
+    checked = {"status": outcome["status"], "value_truncated": outcome.get("value_truncated") is True}
     for key in ("value", "error"):
-        if outcome.get(key) is not None and not isinstance(outcome[key], str):
+        text = outcome.get(key)
+        if text is not None and not isinstance(text, str):
             return {"status": "malformed", "error": f"result field {key!r} is not text"}
-    return outcome
+        checked[key] = _valid_text(text)
+    return checked
+
+
+def _valid_text(text: str | None) -> str | None:
+    """``text`` as valid UTF-8: JSON can carry lone surrogates (``"\\ud800"``), which no
+    encoder or tokenizer on the host accepts; each becomes U+FFFD."""
+    if text is None:
+        return None
+    return re.sub("[\ud800-\udfff]", "\ufffd", text)
+
+
+def _control_pipe_dirty(w: "Worker") -> bool:
+    """Whether the worker wrote anything after its last result (bytes in the pipe or in
+    the decoder's buffer)."""
+    data, _ = _read_available(w.ctrl_out_r)
+    return bool(data) or bool(w.decoder.pending)
 
 
 def _capped(text: object, limit: int) -> object:

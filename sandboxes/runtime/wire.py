@@ -33,10 +33,17 @@ def check_lengths(header_len: int, payload_len: int, max_bytes: int | None = Non
 
 
 def decode_header(body: bytes) -> dict:
+    """The JSON object in ``body``, or :class:`FrameError`.
+
+    Every exception decoding can raise becomes a ``FrameError`` (``Exception``, not a list:
+    ``json.loads`` raises ``RecursionError`` for ``[[[[...``, ``MemoryError`` for huge
+    input, ``ValueError`` for 5000-digit integers), so a hostile peer can only ever produce
+    "a malformed frame", which each reader knows how to blame.
+    """
     try:
         header = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise FrameError(f"bad frame header: {e}") from e
+    except Exception as e:  # noqa: BLE001 - see the docstring
+        raise FrameError(f"bad frame header: {type(e).__name__}: {str(e)[:200]}") from e
     if not isinstance(header, dict):
         raise FrameError("frame header is not a JSON object")
     return header
@@ -51,6 +58,11 @@ class FrameDecoder:
     def __init__(self, max_bytes: int | None = None) -> None:
         self._buf = bytearray()
         self.max_bytes = max_bytes
+
+    @property
+    def pending(self) -> int:
+        """Bytes of an unfinished frame held back."""
+        return len(self._buf)
 
     def feed(self, data: bytes) -> list:
         self._buf += data

@@ -161,6 +161,7 @@ def serve(options: dict) -> None:
             _write_frame({"status": "error", "error": f"unknown op {header.get('op')!r}"})
             continue
         result = run_cell(header["code"], header["cell"], namespace, options["value_limit"])
+        result["cell"] = header["cell"]  # the supervisor checks it: one result per cell, in order
         _flush()
         if result.get("error"):  # a message can be any size; the result frame must not be
             result["error"] = _cut(result["error"], options["value_limit"])[0]

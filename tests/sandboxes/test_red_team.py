@@ -431,3 +431,195 @@ def _engine_has_gvisor() -> bool:
 async def test_sandboxes_run_under_gvisor_where_the_engine_has_it(docker_engine):
     async with DockerSandbox(SandboxConfig(runtime="runsc"), engine_url=docker_engine) as sb:
         assert (await sb.run("6 * 7")).value == "42"
+
+
+# --------------------------------------------------------------------------------------
+# Round two (issue 23): the attacks below broke the boundary built in round one.
+
+_WRITE_FRAME = textwrap.dedent(
+    """
+    import __main__, os, struct
+    def write_frame(body, payload=b''):
+        # Straight onto the worker's control pipe, as a result frame would be written.
+        os.write(__main__.CTRL_OUT, struct.pack('>II', len(body), len(payload)) + body + payload)
+    """
+)
+
+CONTROL_PIPE_JUNK = {
+    "nested_json": "b'[' * 500_000",
+    "nested_objects": "b'{\"a\":' * 200_000",
+    "huge_integer": "b'{\"status\": \"ok\", \"cell\": ' + b'9' * 100_000 + b'}'",
+    "invalid_utf8": "b'\\xff\\xfe{\"status\": \"ok\"}'",
+    "not_an_object": "b'[1, 2, 3]'",
+    "wrong_types": "b'{\"status\": \"ok\", \"value\": {\"a\": 1}, \"cell\": []}'",
+    "lone_surrogate_status": "b'{\"status\": \"\\\\ud800\"}'",
+    "supervisor_status": "b'{\"status\": \"died\"}'",
+}
+
+
+@pytest.mark.parametrize("junk", CONTROL_PIPE_JUNK)
+async def test_any_frame_agent_code_writes_on_the_control_pipe_is_its_own_crash(pool, junk):
+    async with pool.sandbox() as sb:
+        await _run(sb, "x = 1")
+        replaced = pool.stats.replaced
+        # Round one: RecursionError escaped the decoder, the supervisor answered
+        # SupervisorError, and the pool replaced the sandbox (twice per call).
+        result = await _run(sb, _WRITE_FRAME + f"write_frame({CONTROL_PIPE_JUNK[junk]})\nimport time\ntime.sleep(0.2)")
+        assert result.status in ("crash", "ok", "error"), result
+        assert pool.stats.replaced == replaced, "agent code made the pool replace its sandbox"
+        assert (await _run(sb, "6 * 7")).value == "42"
+
+
+async def test_a_frame_bomb_in_a_replayed_cell_is_the_agents_outcome_not_infra(pool):
+    async with pool.sandbox() as sb:
+        await sb.upload("t.csv", b"a\n1\n")
+        gate = time.time() + 1.0
+        # ok now; a frame bomb when replayed after the gate, on every replacement.
+        ran = await _run(sb, _WRITE_FRAME + f"import time\nif time.time() > {gate}:\n"
+                                             "    write_frame(b'[' * 500_000)\n    time.sleep(1)\nx = 5")
+        assert ran.status == "ok", ran
+        await asyncio.sleep(1.2)
+        await asyncio.to_thread(sb.inner.kill)  # infrastructure, from outside: forces a replay
+        started = time.monotonic()
+        result = await _run(sb, "x")  # must not raise SandboxInfraError
+        assert result.state_lost and "not deterministic" in result.state_lost_reason, result
+        assert result.status == "error" and "NameError" in result.error
+        assert time.monotonic() - started < 20
+        assert (await _run(sb, "open('t.csv').read()")).value == "'a\\n1\\n'"
+
+
+async def test_a_forged_result_is_never_valid_text_trouble_nor_the_next_cells_result(pool):
+    async with pool.sandbox() as sb:
+        forged = await _run(sb, _WRITE_FRAME + textwrap.dedent("""
+            import json, time
+            write_frame(json.dumps({"status": "ok", "value": "\\ud800forged", "cell": 2}).encode())
+            time.sleep(0.3)
+            'real'
+        """))
+        for text in (forged.value, forged.error, forged.stdout, forged.stderr, forged.state_lost_reason):
+            if text is not None:
+                text.encode("utf-8")  # raises on a lone surrogate
+        # The worker's real result of that cell must not pass for this one's.
+        second = await _run(sb, "'second'")
+        assert second.status == "ok" and second.value == "'second'", second
+        assert (await _run(sb, "'third'")).value == "'third'"
+
+
+async def test_a_worker_that_stops_reading_its_requests_times_out_as_the_agent(pool):
+    async with pool.sandbox() as sb:
+        stalled = await _run(sb, textwrap.dedent("""
+            import __main__, fcntl, os
+            saved = os.dup(__main__.CTRL_IN)          # keep the real pipe open...
+            fcntl.fcntl(saved, 1031, 4096)            # ...shrunk to one page (F_SETPIPE_SZ)
+            r, w = os.pipe()
+            os.dup2(r, __main__.CTRL_IN)              # ...and read requests from another
+        """))
+        assert stalled.status == "ok", stalled
+        big = "x = '" + "a" * 200_000 + "'\nlen(x)"  # a request far bigger than the pipe
+        started = time.monotonic()
+        result = await _run(sb, big, timeout=2)  # must not raise SandboxInfraError
+        assert result.status in ("timeout", "crash"), result
+        assert time.monotonic() - started < 15
+        assert (await _run(sb, big)).value == "200000"
+
+
+async def test_kernel_memory_agent_code_charges_is_capped_and_never_kills_the_machinery(pool):
+    """Empty files and user xattrs are kernel memory that tmpfs ``size=`` does not cap;
+    round one: 260k files cost 416 MB and xattrs reached the memory limit in 1.8 s, and
+    the kernel then killed the zygote and the supervisor (agent code had lowered its own
+    OOM score, so its small processes were not the victims)."""
+    async with pool.sandbox() as sb:
+        await _run(sb, "x = 1")
+        replaced = pool.stats.replaced
+        attack = await _run(sb, textwrap.dedent("""
+            import os, time
+            try:
+                open('/proc/self/oom_score_adj', 'w').write('0')
+            except OSError:
+                pass
+            files = xattr_bytes = 0
+            end = time.monotonic() + 10
+            for root in ('/tmp', '.', '/dev/shm'):
+                d = os.path.join(root, 'many')
+                os.makedirs(d, exist_ok=True)
+                full = False
+                while time.monotonic() < end and not full:
+                    path = f'{d}/{files}'
+                    try:
+                        os.close(os.open(path, os.O_CREAT | os.O_WRONLY))
+                    except OSError:
+                        break
+                    files += 1
+                    for k in range(64):
+                        try:
+                            os.setxattr(path, f'user.k{k}', b'v' * 65536)
+                        except OSError as e:
+                            full = e.errno != 95  # ENOTSUP: no user xattrs here at all
+                            break
+                        xattr_bytes += 65536
+                while time.monotonic() < end:  # then empty files only
+                    try:
+                        os.close(os.open(f'{d}/{files}', os.O_CREAT | os.O_WRONLY))
+                    except OSError:
+                        break
+                    files += 1
+            print('FILES', files, 'XATTR_MB', xattr_bytes >> 20)
+        """), timeout=30)
+        assert attack.status in ("ok", "oom", "crash", "error", "timeout"), attack
+        after = await _run(sb, "6 * 7")  # the machinery survived: same sandbox, no infra error
+        assert after.status == "ok" and after.value == "42", after
+        assert pool.stats.replaced == replaced, "agent code's kernel memory killed its sandbox"
+        if pool.kind == "process":  # bubblewrap's tmpfs takes no inode cap: its cgroup OOMs the agent
+            assert attack.status == "oom" or "FILES" in attack.stdout, attack
+            return
+        assert "FILES" in attack.stdout, attack
+        files, xattr_mb = (int(v) for v in attack.stdout.split()[1::2][:2])
+        assert files <= 3 * CONFIG.tmpfs_inodes and xattr_mb <= 64, attack.stdout
+
+
+_SYS_EXIT = {"x86_64": 60, "aarch64": 93}
+
+
+async def test_a_process_whose_leader_is_a_zombie_does_not_survive_into_the_next_episode(pool):
+    import platform
+
+    nr = _SYS_EXIT.get(platform.machine())
+    if nr is None:
+        pytest.skip(f"SYS_exit's number on {platform.machine()} is not in the test")
+    async with pool.sandbox() as sb:
+        result = await _run(sb, textwrap.dedent(f"""
+            import ctypes, os, threading, time
+            pid = os.fork()
+            if pid == 0:
+                os.setsid()
+                def tamper():
+                    ctypes.CDLL(None).prctl(15, b'agtamper', 0, 0, 0)  # PR_SET_NAME: findable below
+                    while True:
+                        for path in ('t.csv', '/tmp/t.csv'):
+                            try:
+                                with open(path, 'w') as f:
+                                    f.write('a\\n999\\n')
+                            except OSError:
+                                pass
+                        time.sleep(0.01)
+                threading.Thread(target=tamper).start()
+                ctypes.CDLL(None).syscall({nr}, 0)  # SYS_exit: this thread only, the process goes on
+            time.sleep(0.2)
+            pid
+        """))
+        assert result.status == "ok", result
+    async with pool.sandbox() as sb:  # the next episode
+        await sb.upload("t.csv", b"a\n1\n2\n3\n")
+        await asyncio.sleep(0.5)
+        assert await sb.download("t.csv") == b"a\n1\n2\n3\n"
+        seen = await _run(sb, textwrap.dedent("""
+            import glob
+            names = []
+            for path in glob.glob('/proc/[0-9]*/task/*/comm'):
+                try:
+                    names.append(open(path).read().strip())
+                except OSError:
+                    pass
+            [n for n in names if n == 'agtamper']
+        """))
+        assert seen.value == "[]", seen
