@@ -42,7 +42,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
-from sandboxes import cgroups
+from sandboxes import cgroups, interpreter_files
 from sandboxes.errors import SandboxConfigError
 from sandboxes.protocol import SandboxConfig, default_env, parse_size
 from sandboxes.reaper import remove_dead_sandbox_dirs, sandbox_root
@@ -147,73 +147,172 @@ def _interpreter() -> tuple[str, str]:
     return executable, prefix
 
 
+_HOST_UID_BASE = 2_000_000_000
+"""As root, a sandbox's processes run as host uid ``_HOST_UID_BASE + <pid of its bwrap>``:
+unprivileged, owning no file on the host, and different for every live sandbox, so the
+kernel's per-user counters (processes, inotify instances, pipe buffers, pending signals)
+are never shared between sandboxes. Nothing on a Debian/Ubuntu host allocates uids in
+[2e9, 2e9 + pid_max), below the 2^31 some tools treat as negative."""
+_HOST_UID_ENV = "AGENTGYM_SANDBOX_HOST_UID"  # read by runtime/confine.py
+
+
+def _runs_as_root() -> bool:
+    return os.geteuid() == 0
+
+
+@functools.lru_cache(maxsize=8)
+def _visible_files(modules: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """The bwrap arguments that show the interpreter, its standard library and the shared
+    libraries everything loads at their host paths; the directories covered empty; and the
+    allowed site-packages entries (name, host path)."""
+    entries = allowed_site_entries(modules)
+    python, _ = _interpreter()
+    show, hide = interpreter_files.interpreter_paths(python, list(entries.values()))
+    binds: dict[str, None] = {}
+    links: dict[str, str] = {}
+    for path in [*show, "/etc/ld.so.cache", "/etc/localtime", "/usr/lib/locale/C.utf8"]:
+        if not os.path.lexists(path):
+            continue
+        for kind, source, link in interpreter_files.path_ops(path):
+            if kind == "symlink":
+                links.setdefault(link, source)
+            elif os.path.exists(source):
+                binds.setdefault(source)
+    argv: list[str] = []
+    # bwrap copies the modes of the host's parent directories (``/root`` is 0700): make
+    # every directory on the way world-searchable, or the sandbox uid could not reach them.
+    parents = sorted({d for path in [*binds, *links] for d in _ancestors(path)} - set(links), key=len)
+    for directory in parents:
+        argv += ["--perms", "0755", "--dir", directory]
+    for link, target in links.items():
+        argv += ["--symlink", target, link]
+    for path in binds:
+        argv += ["--ro-bind", path, path]
+    return tuple(argv), tuple(hide), tuple(sorted(entries.items()))
+
+
 def bwrap_argv(config: SandboxConfig, bwrap: str, *, oom_file: str | None = None) -> list[str]:
-    """The bubblewrap command line for one sandbox (everything but the command itself)."""
+    """The bubblewrap command line for one sandbox (everything but the command itself).
+
+    As an ordinary user, bwrap maps the sandbox uid to that user in a new user namespace.
+    As root it builds the sandbox with root's access to the host's files and starts
+    :data:`_CONFINE` with only CAP_SETUID, CAP_SETGID and CAP_CHOWN: it hands the writable
+    mounts to the sandbox's own unprivileged host uid and becomes that uid before anything
+    else runs (see :func:`launch_argv`); mapping a uid in a user namespace would make it
+    host root.
+    """
     uid, _, gid = config.user.partition(":")
-    _, prefix = _interpreter()
-    argv = [
-        bwrap, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
-        "--unshare-cgroup-try", "--die-with-parent", "--new-session",
-        "--uid", uid, "--gid", gid or uid, "--hostname", "sandbox",
-        "--ro-bind", "/usr", "/usr",
-    ]  # fmt: skip
-    for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
-        host = Path("/") / top
-        if host.is_symlink():
-            argv += ["--symlink", os.readlink(host), f"/{top}"]
-        elif host.is_dir():
-            argv += ["--ro-bind", str(host), f"/{top}"]
-    if not prefix.startswith("/usr/"):
-        argv += ["--ro-bind", prefix, prefix]
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    hidden = [site for site in (Path(prefix) / "lib" / version / "site-packages",
-                                Path("/usr/local/lib") / version / "dist-packages") if site.is_dir()]
-    for site in hidden:
-        argv += ["--tmpfs", str(site)]  # the interpreter's own packages stay out of reach
+    argv = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--die-with-parent", "--new-session", "--hostname", "sandbox"]
+    if _runs_as_root():
+        argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_CHOWN"]
+    else:
+        argv += ["--unshare-user", "--uid", uid, "--gid", gid or uid]
+    shown, hide, entries = _visible_files(tuple(dict.fromkeys(config.preload + config.libraries)))
+    made = {shown[i + 3] for i in range(len(shown) - 3) if shown[i + 2] == "--dir"}
+    dests = [_IN_RUNTIME, f"{_IN_SITE}/x", config.workdir, "/tmp", *([_IN_OOM] if oom_file else [])]
+    for directory in sorted({d for dest in dests
+                             for d in _ancestors(dest)} - made, key=len):
+        argv += ["--perms", "0755", "--dir", directory]  # not the 0700 bwrap makes them
+    argv += shown
+    for site in hide:
+        argv += ["--tmpfs", site]  # the interpreter's own packages stay out of reach
     argv += ["--ro-bind", str(RUNTIME_DIR), _IN_RUNTIME]
-    for name, path in sorted(allowed_site_entries(tuple(dict.fromkeys(config.preload + config.libraries))).items()):
+    for name, path in entries:
         argv += ["--ro-bind", path, f"{_IN_SITE}/{name}"]
-    for etc in ("/etc/ld.so.cache", "/etc/localtime"):
-        argv += ["--ro-bind-try", etc, etc]
     if oom_file:
         argv += ["--ro-bind", oom_file, _IN_OOM]
     argv += [
         "--proc", "/proc", "--dev", "/dev",
-        "--size", str(parse_size(config.shm_size)), "--tmpfs", "/dev/shm",
-        "--size", str(parse_size(config.tmpfs_size)), "--tmpfs", "/tmp",
-        "--size", str(parse_size(config.tmpfs_size)), "--tmpfs", config.workdir,
+        "--perms", "01777", "--size", str(parse_size(config.shm_size)), "--tmpfs", "/dev/shm",
+        "--perms", "01777", "--size", str(parse_size(config.tmpfs_size)), "--tmpfs", "/tmp",
+        "--perms", "0755", "--size", str(parse_size(config.tmpfs_size)), "--tmpfs", config.workdir,
         "--chdir", config.workdir,
     ]  # fmt: skip
     # Read-only: the root bwrap builds, its /dev and the empty dirs over hidden packages (all
     # tmpfs without a size); the capped tmpfs mounts above stay the only writable places.
-    for path in ["/", "/dev", *map(str, hidden)]:
+    # (bwrap's --remount-ro would also make the host device nodes it binds unusable, so
+    # each worker remounts those, and /proc/sys, read-only in a mount namespace of its own:
+    # see runtime/confine.py.)
+    for path in ["/", "/dev", *hide]:
         argv += ["--remount-ro", path]
     return argv
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = path.strip("/").split("/")[:-1]
+    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+_CONFINE = f"{_IN_RUNTIME}/confine.py"
+
+
+def launch_argv(config: SandboxConfig, bwrap: str, command: list[str], *, oom_file: str | None = None,
+                cgroup_procs: list[str] = ()) -> list[str]:
+    """The whole command that starts ``command`` in a sandbox.
+
+    A shell first moves itself into the sandbox's cgroups (``cgroup_procs``, as root), so
+    that bubblewrap and everything it starts are counted there; as root it also names the
+    sandbox's host uid after its own pid (which bwrap keeps, being exec'd), and the
+    sandbox's first process, :data:`_CONFINE`, becomes that uid before it execs ``command``.
+    """
+    python, _ = _interpreter()
+    inner = [*bwrap_argv(config, bwrap, oom_file=oom_file)]
+    script = 'for p in $0; do echo $$ > "$p" || exit 111; done; '
+    if _runs_as_root():
+        script += f"{_HOST_UID_ENV}=$(({_HOST_UID_BASE} + $$)); export {_HOST_UID_ENV}; "
+        owned = [f"--own={path}" for path in (config.workdir, "/tmp", "/dev/shm")]
+        inner += [python, "-I", "-S", _CONFINE, *owned, "--exec", *command]
+    else:
+        inner += command
+    if not cgroup_procs and not _runs_as_root():
+        return inner
+    return ["/bin/sh", "-c", script + 'exec "$@"', " ".join(cgroup_procs), *inner]
+
+
+def host_uid(pid: int) -> int:
+    """The host uid a root sandbox launched as process ``pid`` runs as."""
+    return _HOST_UID_BASE + pid
 
 
 _PROBE = (
     "import ctypes, os, sys\n"
     "sys.path.insert(0, '/opt/agentgym')\n"
     "import confine\n"
-    "confine.unshare_worker_namespaces()\n"
+    "if os.getuid() == 0 and open('/proc/self/uid_map').read().split() == ['0', '0', '4294967295']:\n"
+    "    sys.exit('the sandbox would run as host root')\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "libc.prctl(4, 0, 0, 0, 0)  # non-dumpable, as the zygote that forks workers is\n"
     "pid = os.fork()\n"
     "if pid == 0:\n"
-    "    confine.drop_capabilities()\n"
-    "    os._exit(0)\n"
+    "    try:\n"
+    "        confine.unshare_worker_namespaces()\n"
+    "        child = os.fork()\n"
+    "        if child == 0:\n"
+    "            confine.drop_capabilities()\n"
+    "            if confine.syscall_filter_supported():\n"
+    "                confine.install_syscall_filter()\n"
+    "            os._exit(0)\n"
+    "        os._exit(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]))\n"
+    "    except BaseException as e:\n"
+    "        print(f'{type(e).__name__}: {e}', file=sys.stderr)\n"
+    "        os._exit(1)\n"
     "os._exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
 )
 
 
 @functools.lru_cache(maxsize=1)
 def isolation_support() -> IsolationSupport:
-    """Whether bubblewrap runs here, with a worker's nested namespaces inside it."""
+    """Whether a sandbox can start here: bubblewrap, as this user, then a worker's nested
+    namespaces made by the non-dumpable child of a non-dumpable process, exactly as a
+    sandbox's zygote makes them."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return IsolationSupport(None, "bubblewrap (`bwrap`) is not installed")
     python, _ = _interpreter()
-    argv = [*bwrap_argv(SandboxConfig(), bwrap), python, "-I", "-S", "-c", _PROBE]
     try:
-        probe = subprocess.run(argv, capture_output=True, timeout=30, env={"PATH": "/usr/bin:/bin"})
+        argv = launch_argv(SandboxConfig(), bwrap, [python, "-I", "-S", "-c", _PROBE])
+        probe = subprocess.run(argv, capture_output=True, timeout=60, env={"PATH": "/usr/bin:/bin"}, cwd="/")
     except (OSError, subprocess.SubprocessError) as e:
         return IsolationSupport(None, f"`bwrap` failed to run: {e}")
     if probe.returncode != 0:
@@ -300,18 +399,19 @@ class ProcessSandbox(SupervisedSandbox):
             cpus=self.config.cpus,
         )
         oom = str(self._cgroup.oom_events) if self._cgroup and self._cgroup.oom_events else None
+        procs = [str(d / "cgroup.procs") for d in self._cgroup.dirs] if self._cgroup is not None else []
         if self.isolation == "unsafe":
             for sub in ("work", "tmp"):
                 (self._dir / sub).mkdir()
             argv = [sys.executable, "-E", "-s", str(RUNTIME_DIR / "supervisor.py"), *self._supervisor_args(oom)]
+            if self._cgroup is not None:
+                argv = [*self._cgroup.join_prefix(), *argv]
             cwd = self.workdir
         else:
             python, _ = _interpreter()
-            argv = [*bwrap_argv(self.config, support.bwrap, oom_file=oom), python, "-I", "-S",
-                    f"{_IN_RUNTIME}/supervisor.py", *self._supervisor_args(_IN_OOM if oom else None)]
+            supervisor = [python, "-I", "-S", f"{_IN_RUNTIME}/supervisor.py", *self._supervisor_args(_IN_OOM if oom else None)]
+            argv = launch_argv(self.config, support.bwrap, supervisor, oom_file=oom, cgroup_procs=procs)
             cwd = str(self._dir)
-        if self._cgroup is not None:
-            argv = [*self._cgroup.join_prefix(), *argv]
         env = {"PATH": "/usr/bin:/bin", **default_env(self.config)}
         env["HOME"] = self.workdir
         # The key goes through a pipe, not the environment: /proc/<pid>/environ keeps the
@@ -341,8 +441,11 @@ class ProcessSandbox(SupervisedSandbox):
             rlimits["as"] = c.mem_limit_bytes + _ADDRESS_SPACE_HEADROOM
         if os.geteuid() != 0:
             # RLIMIT_NPROC counts every process of the user, so allow for those running now.
-            # (Root is exempt from it by the kernel; there the cgroup's pids limit binds.)
             rlimits["nproc"] = c.pids_limit + _user_process_count()
+        elif not unsafe and self._cgroup is None:
+            # As root without a cgroup: the sandbox's host uid is its own, so RLIMIT_NPROC
+            # counts exactly its processes (the supervisor and zygote included).
+            rlimits["nproc"] = c.pids_limit + 4
         args = [
             "--workdir", self.workdir,
             "--tmpdir", str(self._dir / "tmp") if unsafe else "/tmp",

@@ -30,6 +30,8 @@ CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 _NAMESPACE_FLAGS = 0x7E020000 | 0x00000080  # every CLONE_NEW* flag, CLONE_NEWTIME included
+PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 4, 38
+HOST_UID_ENV = "AGENTGYM_SANDBOX_HOST_UID"
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -48,13 +50,50 @@ def _write(path: str, text: str) -> None:
 def unshare_worker_namespaces() -> None:
     """New user, PID and IPC namespaces; the caller's uid keeps its number inside.
 
-    The caller must fork afterwards: its next child is PID 1 of the new PID namespace.
+    The caller must fork afterwards: its next child is PID 1 of the new PID namespace,
+    and it is born non-dumpable. The caller (the zygote's child) is non-dumpable like the
+    zygote, so its ``/proc/self`` files belong to root, not to it: it turns dumpable just
+    long enough to write its own maps. Only the supervisor's PID namespace can see it then,
+    never a worker's.
     """
     uid, gid = os.getuid(), os.getgid()
-    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWIPC), "unshare")
-    _write("/proc/self/setgroups", "deny")
-    _write("/proc/self/uid_map", f"{uid} {uid} 1")
-    _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNS), "unshare")
+    _check(_libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
+    try:
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    finally:
+        _check(_libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
+    make_host_objects_read_only()
+
+
+HOST_DEVICE_NODES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
+"""The host's own device nodes bubblewrap's ``--dev`` binds into the sandbox."""
+_MS_RDONLY, _MS_REMOUNT, _MS_BIND, _MS_REC = 1, 32, 4096, 16384
+_MS_KEEP = 2 | 4 | 8 | 1024 | 2048 | 4096  # nosuid, nodev, noexec, noatime, nodiratime, relatime
+
+
+def _remount_read_only(path: str) -> None:
+    flags = os.statvfs(path).f_flag & _MS_KEEP  # ST_* flags are the MS_* values; keep them (locked)
+    _check(_libc.mount(None, path.encode(), None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | flags, None),
+           f"remount {path} read-only")
+
+
+def make_host_objects_read_only() -> None:
+    """In this process's own mount namespace: the host's device nodes and ``/proc/sys``
+    become read-only mounts, so chmod, chown and utime on ``/dev/null`` & co. (host inodes)
+    fail with EROFS, and no kernel setting can be written even where a uid could.
+
+    Reading and writing the devices themselves still work. Mounts made by a more privileged
+    namespace are locked in this one: their flags can be tightened, never loosened, and the
+    syscall filter refuses every mount call from here on.
+    """
+    for node in HOST_DEVICE_NODES:
+        if os.path.exists(node):
+            _remount_read_only(node)
+    _check(_libc.mount(b"/proc/sys", b"/proc/sys", None, _MS_BIND | _MS_REC, None), "bind /proc/sys")
+    _remount_read_only("/proc/sys")
 
 
 def outer_pid() -> int:
@@ -145,3 +184,46 @@ def install_syscall_filter() -> None:
     prog = _Prog(n, ctypes.cast(buf, ctypes.c_void_p))
     PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
     _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp")
+
+
+def become_host_uid(uid: int) -> None:
+    """As the first process of a sandbox bubblewrap built as root (holding only CAP_SETUID
+    and CAP_SETGID): become ``uid`` for good, with no groups and no capability left.
+
+    The kernel clears every capability when all of a process's uids leave 0; this checks
+    it did, and sets no_new_privs so that no later ``exec`` gives any back.
+    """
+    if uid <= 0:
+        raise SystemExit(f"confine: refusing host uid {uid}")
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+    with open("/proc/self/status") as f:
+        caps = {k: int(v, 16) for k, _, v in (line.partition(":\t") for line in f) if k in ("CapPrm", "CapEff", "CapAmb")}
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (uid, uid, uid) or os.getgroups() or any(caps.values()):
+        raise SystemExit(f"confine: could not become host uid {uid} without privileges")
+
+
+def main(argv: list) -> None:
+    """``confine.py [--own=DIR]... --exec COMMAND...``: give each DIR (the sandbox's
+    writable mounts) to the host uid named in the environment, become that uid, then exec
+    COMMAND (the supervisor), with that variable gone from its environment."""
+    owned = []
+    while argv and argv[0].startswith("--own="):
+        owned.append(argv.pop(0).partition("=")[2])
+    if len(argv) < 2 or argv[0] != "--exec":
+        raise SystemExit("usage: confine.py [--own=DIR]... --exec COMMAND...")
+    uid = os.environ.pop(HOST_UID_ENV, "")
+    if not uid.isdigit():
+        raise SystemExit(f"confine: {HOST_UID_ENV} is not set")
+    for path in owned:
+        os.chown(path, int(uid), int(uid), follow_symlinks=False)
+    become_host_uid(int(uid))
+    os.execv(argv[1], argv[1:])
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])
