@@ -8,17 +8,27 @@ shared_resources().aclose()`` (or ``run_sync(...)`` from sync code). A pool star
 use, on the loop that uses it; nothing here starts for a fingerprint: :meth:`sandbox_facts`
 answers from the backend's description (the image's recorded versions, the installed
 libraries) without starting a sandbox.
+
+A pool asked for with a ``user`` (a family) is closed when its last user lets go
+(:meth:`SharedResources.release_sandbox_pool`, from the family's ``aclose``), so closing
+the last env stops the pool's background resets and refills. A pool whose loop has ended
+(an ``asyncio.run`` returned) is never handed out again: its sandboxes are killed and a
+new pool starts. At interpreter exit the runtime loop closes what is left on it
+(:mod:`agentgym.runtime`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym.errors import ConfigError, InfraError
 
 __all__ = ["SharedResources", "shared_resources"]
+
+log = logging.getLogger(__name__)
 
 POOL_SIZE = 2
 """Warm sandboxes kept per pool; envs beyond it wait for creations (4 in parallel)."""
@@ -30,6 +40,9 @@ class SharedResources:
 
     _pools: dict[tuple[asyncio.AbstractEventLoop, str | None], Any] = field(default_factory=dict)
     _locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = field(default_factory=dict)
+    _users: dict[tuple[asyncio.AbstractEventLoop, str | None], set[int]] = field(default_factory=dict)
+    """Pool key -> ids of the users (families) holding it; a pool without an entry here
+    was asked for without a user and lives until :meth:`aclose`."""
     _facts: dict[str | None, dict[str, Any]] = field(default_factory=dict)
     _retrievers: dict[tuple[Any, ...], list[Any]] = field(default_factory=dict)
     """(url, settings) -> [client, users]: a client is shared by every env that asks for it
@@ -58,8 +71,12 @@ class SharedResources:
                     await client.aclose()
                 return
 
-    async def sandbox_pool(self, backend: str | None) -> Any:
+    async def sandbox_pool(self, backend: str | None, *, user: object | None = None) -> Any:
         """The started ``sandboxes.SandboxPool`` for ``backend`` on the running loop.
+
+        With ``user`` (the family asking), the pool counts it until
+        :meth:`release_sandbox_pool` and closes when its last user lets go; without one
+        it lives until :meth:`aclose`.
 
         Raises:
             ConfigError: the backend cannot work here (unknown name, no isolation possible).
@@ -69,8 +86,14 @@ class SharedResources:
         from sandboxes.errors import SandboxConfigError, SandboxError
 
         loop = asyncio.get_running_loop()
+        self._forget_ended_loops()
+        key = (loop, backend)
         async with self._locks.setdefault(loop, asyncio.Lock()):
-            pool = self._pools.get((loop, backend))
+            pool = self._pools.get(key)
+            if pool is not None and getattr(pool, "closed", False):
+                self._pools.pop(key, None)  # closed by someone else (a test, a fault): start afresh
+                self._users.pop(key, None)
+                pool = None
             if pool is None:
                 try:
                     pool = make_pool(backend, pool=PoolConfig(size=POOL_SIZE, max_parallel_creations=4))
@@ -79,8 +102,38 @@ class SharedResources:
                     raise ConfigError(str(e)) from e
                 except SandboxError as e:
                     raise InfraError(f"could not start a sandbox pool: {e}") from e
-                self._pools[(loop, backend)] = pool
+                self._pools[key] = pool
+            if user is not None:
+                self._users.setdefault(key, set()).add(id(user))
+            else:
+                self._users.pop(key, None)  # someone holds it without counting: keep it open
         return pool
+
+    async def release_sandbox_pool(self, user: object) -> None:
+        """``user`` no longer needs its pools; a pool whose last user this was is closed
+        (on its own loop), so nothing of it keeps running in the background."""
+        for key, users in list(self._users.items()):
+            if id(user) not in users:
+                continue
+            users.discard(id(user))
+            if users:
+                continue
+            del self._users[key]
+            pool = self._pools.pop(key, None)
+            if pool is not None:
+                await _close_pool(pool, key[0])
+
+    def _forget_ended_loops(self) -> None:
+        """Drop what belongs to loops that have ended: their pools' tasks died with them,
+        so those pools can only be abandoned (sandboxes killed), never reused."""
+        for key in [k for k in self._pools if k[0].is_closed()]:
+            abandon = getattr(self._pools.pop(key), "abandon", None)
+            self._users.pop(key, None)
+            killed = abandon() if abandon is not None else 0
+            if killed:
+                log.info("killed %d sandboxes of a pool whose event loop had ended", killed)
+        for loop in [l for l in self._locks if l.is_closed()]:
+            del self._locks[loop]
 
     def sandbox_facts(self, backend: str | None) -> dict[str, Any]:
         """What a sandbox of ``backend`` would be (backend, isolation, image or library
@@ -92,22 +145,40 @@ class SharedResources:
     def register_pool(self, pool: Any, backend: str | None) -> None:
         """Make a pool built elsewhere (a custom backend, a test's fake) the one that
         ``backend`` names on the running loop: used by envs, closed and fault-injected
-        with the rest."""
-        self._pools[(asyncio.get_running_loop(), backend)] = pool
+        with the rest (and, like any pool asked for without a user, only by :meth:`aclose`)."""
+        key = (asyncio.get_running_loop(), backend)
+        self._pools[key] = pool
+        self._users.pop(key, None)
 
     def pools(self) -> list[Any]:
         """Every pool this owner holds (all loops), for reports."""
         return list(self._pools.values())
 
     async def aclose(self) -> None:
-        """Close every pool on the running loop and every retriever client. Idempotent;
-        pools start again on next use."""
+        """Close every pool on the running loop and every retriever client, and kill the
+        sandboxes of pools whose loop has ended. Idempotent; pools start again on next use."""
         loop = asyncio.get_running_loop()
+        self._forget_ended_loops()
         for key in [k for k in self._pools if k[0] is loop]:
+            self._users.pop(key, None)
             await self._pools.pop(key).close()
         for key in list(self._retrievers):
             client, _ = self._retrievers.pop(key)
             await client.aclose()
+
+
+async def _close_pool(pool: Any, loop: asyncio.AbstractEventLoop, timeout_s: float = 60.0) -> None:
+    """Close ``pool`` on ``loop``, from whichever loop is running now."""
+    if loop is asyncio.get_running_loop():
+        await pool.close()
+    elif loop.is_closed() or not loop.is_running():
+        pool.abandon()  # nothing will run its close there (now, or ever)
+    else:
+        future = asyncio.run_coroutine_threadsafe(pool.close(), loop)
+        try:
+            await asyncio.wait_for(asyncio.wrap_future(future), timeout_s)
+        except asyncio.TimeoutError:
+            pool.abandon()
 
 
 def _describe_backend(backend: str | None) -> dict[str, Any]:

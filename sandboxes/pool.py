@@ -11,6 +11,11 @@ On ``release`` the sandbox is reset in the background (new interpreter, empty wo
 /tmp, no leftover processes) and only then returned; it is closed instead after
 ``max_episodes`` episodes or after any anomaly (oom, crash, lost state, transport error).
 Errors that survive the retries raise :class:`~sandboxes.errors.SandboxInfraError`.
+
+A pool belongs to the event loop it started on. After :meth:`SandboxPool.close` nothing
+is started or reset any more (acquirers still waiting get ``SandboxClosedError``); a pool
+whose loop ended without closing it (an ``asyncio.run`` that returned) starts nothing
+either, and :meth:`SandboxPool.abandon` kills what it left.
 """
 
 from __future__ import annotations
@@ -128,16 +133,26 @@ class SandboxPool:
         self._waiters = 0
         self._started = False
         self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        """The loop the pool started on: its queue, locks and tasks live there."""
         self._start_lock = asyncio.Lock()
         self._startups = asyncio.Semaphore(self.config.max_parallel_creations)
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> "SandboxPool":
-        """Remove orphans of dead processes, then start filling the pool."""
+        """Remove orphans of dead processes, then start filling the pool.
+
+        Raises:
+            SandboxClosedError: the pool was closed (or abandoned); make a new one.
+            SandboxConfigError: the pool started on another event loop (a pool cannot
+                outlive its ``asyncio.run``; make one per loop).
+        """
+        self._check_loop()
         async with self._start_lock:
             if self._closed:
                 raise SandboxClosedError("this pool is closed; create a new one")
             if not self._started:
+                self._loop = asyncio.get_running_loop()
                 if self.config.reap_on_start:
                     removed = await self.backend.remove_orphans()
                     if removed:
@@ -158,10 +173,21 @@ class SandboxPool:
             await asyncio.sleep(0.05)
 
     async def close(self) -> None:
-        """Close every sandbox (idle and leased) and the backend. Idempotent."""
+        """Close every sandbox (idle and leased) and the backend. Idempotent.
+
+        From then on nothing is started or reset: background work is cancelled, and
+        acquirers still waiting get :class:`~sandboxes.errors.SandboxClosedError`. Called
+        on a loop other than the pool's own, it kills the sandboxes instead (see
+        :meth:`abandon`): the pool's tasks cannot be awaited from there.
+        """
         if self._closed:
             return
+        if self._loop is not None and self._loop is not _running_loop():
+            self.abandon()
+            return
         self._closed = True
+        for _ in range(self._waiters):
+            self._ready.put_nowait(SandboxClosedError("the pool was closed while waiting for a sandbox"))
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -173,6 +199,50 @@ class SandboxPool:
         owned, self._owned = list(self._owned), set()
         await asyncio.gather(*(self._close_one(sb) for sb in owned), return_exceptions=True)
         await self.backend.close()
+
+    def abandon(self) -> int:
+        """Give the pool up without its event loop: kill every sandbox it started (the
+        container removed, the process group killed), start nothing more. Returns how
+        many were killed.
+
+        For a pool whose loop has ended (an ``asyncio.run`` returned with the pool still
+        open): its tasks died with the loop, so :meth:`close` cannot await them. Files and
+        cgroups a killed process sandbox leaves are removed by the reaper.
+        """
+        self._closed = True
+        for lease in self._leases:
+            lease._detach()
+        self._leases.clear()
+        owned, self._owned = list(self._owned), set()
+        for sandbox in owned:
+            try:
+                sandbox.kill()
+            except Exception as e:  # noqa: BLE001 - best effort; the reaper is the backstop
+                log.debug("killing sandbox %s of an abandoned pool failed: %s", getattr(sandbox, "id", "?"), e)
+        return len(owned)
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` or :meth:`abandon` was called."""
+        return self._closed
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the pool started on (None before :meth:`start`)."""
+        return self._loop
+
+    def _check_loop(self) -> None:
+        if self._loop is None or self._loop is _running_loop():
+            return
+        if self._loop.is_closed():
+            raise SandboxClosedError(
+                "this pool's event loop has ended (an asyncio.run returned with the pool open); "
+                "make a new pool on the running loop"
+            )
+        raise SandboxConfigError(
+            "Expected the pool to be used on the event loop it started on, actual: another loop; "
+            "make one pool per loop (agentgym.resources.shared_resources does)"
+        )
 
     async def __aenter__(self) -> "SandboxPool":
         return await self.start()
@@ -229,6 +299,8 @@ class SandboxPool:
     # ------------------------------------------------------------------ internals
     async def _take(self) -> Any:
         await self.start()
+        if self._closed:
+            raise SandboxClosedError("this pool is closed; create a new one")
         self._waiters += 1
         self._kick()
         try:
@@ -240,6 +312,8 @@ class SandboxPool:
                         f"no sandbox became ready within {self.config.acquire_timeout_s:g}s "
                         f"({self.counts()}); raise PoolConfig.acquire_timeout_s or max_live"
                     ) from e
+                if isinstance(item, SandboxClosedError):
+                    raise item
                 if isinstance(item, BaseException):
                     raise SandboxInfraError(f"could not start a sandbox: {item}") from item
                 if item.healthy:
@@ -251,7 +325,8 @@ class SandboxPool:
 
     def _give_back(self, sandbox: Any) -> None:
         sandbox.episodes += 1
-        if not sandbox.healthy or sandbox.episodes >= self.config.max_episodes or self._closed:
+        reusable = getattr(sandbox, "reusable", True)  # False: its reset could not be checked
+        if not sandbox.healthy or not reusable or sandbox.episodes >= self.config.max_episodes or self._closed:
             self.stats.recycled += 1
             self._spawn(self._close_one(sandbox))
             return
@@ -279,8 +354,12 @@ class SandboxPool:
         return want
 
     def _kick(self) -> None:
-        """Start creations until the pool (plus waiting acquirers) is covered."""
-        if self._closed or not self._started:
+        """Start creations until the pool (plus waiting acquirers) is covered.
+
+        Never while the pool closes, nor from a task being cancelled: the loop is being
+        torn down then (``asyncio.run`` returning with the pool open), and a sandbox
+        started now would outlive it."""
+        if self._closed or not self._started or _being_cancelled():
             return
         while self._creating < self.config.max_parallel_creations and self._wanted() > 0:
             self._creating += 1
@@ -338,6 +417,22 @@ class SandboxPool:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _being_cancelled() -> bool:
+    """Whether the running task has been asked to stop (its ``finally`` blocks run now)."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        return False
+    return task is not None and task.cancelling() > 0
 
 
 class PooledSandbox(Sandbox):

@@ -4,7 +4,10 @@ Every container carries ``agentgym.owner=<hostname>:<pid>:<process start time>``
 start time makes a recycled PID look dead, as it should. Three lines of defence:
 
 1. ``atexit`` (which also runs after Ctrl-C) and SIGTERM/SIGHUP handlers remove this
-   process's containers (:func:`install_signal_handlers` must run on the main thread);
+   process's containers (:func:`install_signal_handlers` must run on the main thread),
+   quietly: what cannot be removed is reported in one warning line that names
+   ``agentgym reap``. Owners of pools stop them earlier, with :func:`before_executors_stop`,
+   while Python's thread pools still take work;
 2. a pool, when it starts, removes labelled containers whose owner on this host is dead
    (the SIGKILL case, where 1. cannot run), and :func:`reap_orphans` (``agentgym reap``)
    does the same on demand;
@@ -41,6 +44,7 @@ __all__ = [
     "register_engine",
     "sandbox_root",
     "remove_dead_sandbox_dirs",
+    "before_executors_stop",
 ]
 
 OWNER_LABEL = "agentgym.owner"
@@ -121,11 +125,17 @@ def remove_dead_sandbox_dirs() -> int:
 
 
 def _remove(container: Any) -> str | None:
+    """Remove one container; its id when it is gone afterwards (a container that another
+    remover or auto-removal got to first counts as removed), None when it may remain."""
+    import docker.errors
+
     try:
         container.remove(force=True)
-        return container.id
-    except Exception:  # already gone (auto-remove) or engine trouble: nothing to do
+    except docker.errors.NotFound:
+        pass  # already gone: removed, not an error
+    except Exception:  # engine trouble: the container may remain; the caller reports it
         return None
+    return container.id
 
 
 def _remove_all(containers: list[Any]) -> list[str]:
@@ -194,7 +204,9 @@ def reap_orphans(
     for url in dict.fromkeys(engine_urls or [default_engine_url()]):
         client = connect(url)
         try:
-            containers = client.containers.list(all=True, filters={"label": OWNER_LABEL})
+            # ignore_removed: containers that auto-remove between the listing and their
+            # inspection (common right after a pool closed many) are gone, not an error.
+            containers = client.containers.list(all=True, filters={"label": OWNER_LABEL}, ignore_removed=True)
             doomed = []
             for c in containers:
                 alive = owner_alive(c.labels.get(OWNER_LABEL, ""))
@@ -248,24 +260,69 @@ def install_signal_handlers() -> bool:
 
 
 def remove_own_containers() -> list[str]:
-    """Remove every container this process owns on every engine it used."""
+    """Remove every container this process owns on every engine it used.
+
+    Quiet when it succeeds; what it cannot remove (an engine that stopped answering) is
+    reported in one warning line on stderr, with the command that removes it later."""
     removed: list[str] = []
+    left: list[str] = []
     for url in list(_engines):
         try:
             client = connect(url, timeout=30)
         except ConnectionError:
+            left.append(f"the containers on {url} (the engine did not answer)")
             continue
         try:
             mine = client.containers.list(
-                all=True, filters={"label": f"{OWNER_LABEL}={owner_id()}"}
+                all=True, filters={"label": f"{OWNER_LABEL}={owner_id()}"}, ignore_removed=True
             )
-            removed += _remove_all(mine)
-        except Exception:
-            pass
+            gone = _remove_all(mine)
+            removed += gone
+            if len(gone) < len(mine):
+                left.append(f"{len(mine) - len(gone)} container(s) on {url}")
+        except Exception as e:  # noqa: BLE001 - reported below, never raised at exit
+            left.append(f"the containers on {url} ({type(e).__name__})")
         finally:
             client.close()
     shutil.rmtree(sandbox_root(), ignore_errors=True)
+    if left:
+        _warn_left(", ".join(left))
     return removed
+
+
+def _warn_left(what: str) -> None:
+    """The one line a process prints when it could not clean up after itself."""
+    import sys
+
+    try:
+        sys.stderr.write(f"agentgym warning: could not remove {what} at exit; "
+                         "run `agentgym reap` to remove them\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):  # stderr closed: nothing more to do
+        pass
+
+
+def before_executors_stop(fn: Any) -> None:
+    """Call ``fn()`` when the interpreter starts to exit, before Python's thread pools
+    stop taking work.
+
+    Why: ``atexit`` handlers run after ``concurrent.futures`` has shut every thread pool
+    down, so anything that still needs ``asyncio.to_thread`` (closing a sandbox pool on
+    an event loop) fails there with "cannot schedule new futures after shutdown".
+    ``threading``'s exit hooks run before, in reverse order of registration; importing
+    ``concurrent.futures.thread`` first makes sure its own hook is registered earlier, so
+    ``fn`` runs ahead of it. ``fn`` must not raise and must bound its own time.
+    """
+    import concurrent.futures.thread  # noqa: F401 - registers its exit hook before ours
+
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:  # not CPython: atexit is the best there is
+        atexit.register(fn)
+        return
+    try:
+        register(fn)
+    except RuntimeError:  # the interpreter is already exiting: too late to run anything
+        pass
 
 
 def _on_signal(signum: int, frame: Any) -> None:

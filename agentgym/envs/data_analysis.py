@@ -215,7 +215,7 @@ class DataAnalysisFamily(TaskFamily):
 
         if task.question is None:
             task.question = await asyncio.to_thread(self._question, task.scope, task.seed)
-        self._pool = await shared_resources().sandbox_pool(self.backend)
+        self._pool = await shared_resources().sandbox_pool(self.backend, user=self)
         failure: Exception | None = None
         for _ in range(_START_ATTEMPTS):
             try:
@@ -236,6 +236,14 @@ class DataAnalysisFamily(TaskFamily):
         sandbox, self._sandbox = self._sandbox, None
         if sandbox is not None and self._pool is not None:
             await self._pool.release(sandbox)
+
+    async def aclose(self) -> None:
+        """Let go of the shared pool: the last family to do so closes it, so no sandbox
+        is reset or started in the background after the last env is closed."""
+        await self.close_episode()
+        if self._pool is not None:
+            self._pool = None
+            await shared_resources().release_sandbox_pool(self)
 
     # ---- tools ----------------------------------------------------------------
     def tools(self, task: DataAnalysisTask | None) -> dict[str, Tool]:
