@@ -259,7 +259,10 @@ def interpreter_paths(executable: str, site_entries: list[str]) -> tuple[list[st
     """
     stdlib = stdlib_dirs()
     roots = [executable]
-    for tree in [*stdlib, *site_entries]:
+    dynload = sysconfig.get_config_var("DESTSHARED")
+    if dynload and os.path.isdir(dynload):  # the stdlib's only ELF objects
+        roots += [os.path.join(dynload, name) for name in os.listdir(dynload) if ".so" in name]
+    for tree in site_entries:
         if os.path.isdir(tree):
             roots += _shared_objects(tree)
         elif ".so" in os.path.basename(tree):

@@ -1,22 +1,35 @@
 """Local-process deployment: the same supervisor and worker, without a container.
 
 Used when no Docker engine is reachable. By default it is a real sandbox, built with
-bubblewrap (``bwrap``, Debian package ``bubblewrap``) on unprivileged user namespaces:
+bubblewrap (``bwrap``, Debian package ``bubblewrap``), and it never runs agent code as host
+root:
 
-- a mount namespace in which only the Python runtime, the allowed libraries
-  (``config.preload`` and what they need) and the supervisor's code are visible, all
-  read-only; the project, the rest of the venv, ``$HOME``, ``/root``, ``/etc`` and every host
-  socket directory do not exist there, so ``import agentgym`` fails inside;
+- as an ordinary user, bwrap maps the sandbox uid to that user in a user namespace; as
+  root, bwrap builds the sandbox with root's access to the host's files and its first
+  process (:mod:`sandboxes.runtime.confine`) drops everything to a host uid of the
+  sandbox's own (``2e9 + pid``), unprivileged and never shared with another sandbox;
+- a mount namespace in which only the interpreter, its standard library, the allowed
+  libraries (``config.preload`` and what they need), the shared libraries their ELF
+  objects load (:mod:`sandboxes.interpreter_files`) and the supervisor's code are visible,
+  all read-only; ``/usr/bin``, ``/usr/local``, the system's ``dist-packages``, the project,
+  the rest of the venv, ``$HOME``, ``/root``, ``/etc`` and every host socket directory do not
+  exist there, so ``import agentgym`` fails inside;
 - private tmpfs mounts capped at ``tmpfs_size`` for the workdir and ``/tmp`` and at
-  ``shm_size`` for ``/dev/shm``;
-- new user, PID, network, IPC, UTS and cgroup namespaces, no ``/sys``, and a minimal
+  ``shm_size`` for ``/dev/shm``; the host device nodes bwrap binds into ``/dev`` and
+  ``/proc/sys`` are read-only mounts in every worker's mount namespace, so neither a
+  node's mode, owner or times nor a kernel setting can be changed from inside;
+- new PID, network, IPC, UTS and cgroup namespaces, no ``/sys``, and a minimal
   environment;
 - limits the sandbox cannot rewrite: as root, a cgroup per sandbox with the ``pids``,
-  memory and CPU limits Docker sets (its cgroup filesystem is not visible inside); as
-  any user, rlimits (``RLIMIT_NPROC`` counts the user's processes, the address space
-  stands in for memory when there is no cgroup);
+  memory and CPU limits Docker sets (joined before bwrap starts; its cgroup filesystem is
+  not visible inside); as any user, rlimits (``RLIMIT_NPROC`` counts the user's processes,
+  the address space stands in for memory when there is no cgroup);
 - each worker in namespaces of its own, capability-free and behind a syscall filter
   (:mod:`sandboxes.runtime.confine`), so agent code cannot reach the supervisor.
+
+What is not hidden: ``/proc/self/mountinfo`` names the host paths of the read-only
+mounts (the interpreter's prefix, the venv's site-packages); hiding them would mean
+copying ~200 MB of libraries into every sandbox.
 
 Where bubblewrap cannot run, the backend refuses to run agent code
 (:class:`SandboxIsolationError` says how to get Docker or bubblewrap), unless the caller
@@ -409,7 +422,8 @@ class ProcessSandbox(SupervisedSandbox):
             cwd = self.workdir
         else:
             python, _ = _interpreter()
-            supervisor = [python, "-I", "-S", f"{_IN_RUNTIME}/supervisor.py", *self._supervisor_args(_IN_OOM if oom else None)]
+            supervisor = [python, "-I", "-S", f"{_IN_RUNTIME}/supervisor.py",
+                          *self._supervisor_args(_IN_OOM if oom else None)]
             argv = launch_argv(self.config, support.bwrap, supervisor, oom_file=oom, cgroup_procs=procs)
             cwd = str(self._dir)
         env = {"PATH": "/usr/bin:/bin", **default_env(self.config)}

@@ -1,18 +1,24 @@
-"""Confining a worker inside the process backend's sandbox (stdlib and ctypes only).
+"""Confining the process backend's sandbox from inside (stdlib and ctypes only).
+
+As root, bubblewrap builds the sandbox and starts this file first (``confine.py
+--exec``), holding only CAP_SETUID, CAP_SETGID and CAP_CHOWN: it gives the writable mounts
+to the sandbox's own unprivileged host uid, becomes that uid for good (no groups, no
+capability, no_new_privs) and execs the supervisor. Agent code never runs as host root.
 
 In a container, agent code is kept from the supervisor by a different uid. The process
-backend runs everything under bubblewrap as one unprivileged uid, so a worker is kept
-from the supervisor and the zygote by namespaces instead:
+backend runs everything as one unprivileged uid, so a worker is kept from the supervisor
+and the zygote by namespaces instead:
 
-- a new user, PID and IPC namespace per worker: the supervisor's and zygote's pids do not
-  exist in the worker's PID namespace, so it cannot signal them; both are non-dumpable
-  and the worker holds no capability in their user namespace, so it cannot trace them or
-  read their ``/proc/<pid>/mem``; and every SysV IPC object it makes dies with it;
+- a new user, PID, IPC and mount namespace per worker: the supervisor's and zygote's pids
+  do not exist in the worker's PID namespace, so it cannot signal them; both are
+  non-dumpable and the worker holds no capability in their user namespace, so it cannot
+  trace them or read their ``/proc/<pid>/mem``; every SysV IPC object it makes dies with
+  it; and in its mount namespace the host's device nodes and ``/proc/sys`` are read-only;
 - no capabilities at all afterwards (effective, permitted, inheritable, bounding), and a
   uid that is not root in its namespace, so ``exec`` gives none back;
 - a seccomp filter that refuses new namespaces, mounts and kernel keyrings: without it a
-  fresh user namespace would let agent code mount an unbounded tmpfs, and the per-uid
-  keyring would carry data into the next episode.
+  fresh user namespace would let agent code mount an unbounded tmpfs (or remount the
+  device nodes writable), and the per-uid keyring would carry data into the next episode.
 
 Everything is Linux- and (for the syscall filter) x86_64-specific; :func:`syscall_filter_supported`
 says whether the filter can be installed here.
@@ -187,8 +193,8 @@ def install_syscall_filter() -> None:
 
 
 def become_host_uid(uid: int) -> None:
-    """As the first process of a sandbox bubblewrap built as root (holding only CAP_SETUID
-    and CAP_SETGID): become ``uid`` for good, with no groups and no capability left.
+    """As the first process of a sandbox bubblewrap built as root (holding only CAP_SETUID,
+    CAP_SETGID and CAP_CHOWN): become ``uid`` for good, with no groups and no capability left.
 
     The kernel clears every capability when all of a process's uids leave 0; this checks
     it did, and sets no_new_privs so that no later ``exec`` gives any back.
@@ -200,8 +206,10 @@ def become_host_uid(uid: int) -> None:
     os.setresuid(uid, uid, uid)
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
     with open("/proc/self/status") as f:
-        caps = {k: int(v, 16) for k, _, v in (line.partition(":\t") for line in f) if k in ("CapPrm", "CapEff", "CapAmb")}
-    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (uid, uid, uid) or os.getgroups() or any(caps.values()):
+        fields = (line.partition(":\t") for line in f)
+        caps = {k: int(v, 16) for k, _, v in fields if k in ("CapPrm", "CapEff", "CapAmb")}
+    ids = (os.getresuid(), os.getresgid())
+    if ids != ((uid, uid, uid), (uid, uid, uid)) or os.getgroups() or any(caps.values()):
         raise SystemExit(f"confine: could not become host uid {uid} without privileges")
 
 
