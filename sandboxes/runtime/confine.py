@@ -201,9 +201,13 @@ def become_host_uid(uid: int) -> None:
     """
     if uid <= 0:
         raise SystemExit(f"confine: refusing host uid {uid}")
-    os.setgroups([])
-    os.setresgid(uid, uid, uid)
-    os.setresuid(uid, uid, uid)
+    try:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+    except OSError as e:  # e.g. root of a user namespace that does not map this uid
+        raise SystemExit(f"confine: cannot become host uid {uid} ({e.strerror}); the process "
+                         "backend run as root needs uids 2000000000 + pid to exist") from None
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
     with open("/proc/self/status") as f:
         fields = (line.partition(":\t") for line in f)
