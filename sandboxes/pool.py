@@ -191,6 +191,7 @@ class SandboxPool:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._creating = self._resetting = 0  # a task cancelled before it ran never counted down
         for lease in self._leases:
             lease._detach()
         self._leases.clear()

@@ -3,6 +3,12 @@
 Stalling a thread-hosted service would stall only a thread; a separate process lets the
 harness do what happens in production: the service stops answering (``SIGSTOP``) and
 resumes (``SIGCONT``), or dies and is restarted on the same port.
+
+The service runs in a session of its own (so the signals reach it alone), which also
+means nothing would end it if the harness died without closing it: it is started with a
+parent-death signal (:func:`agentgym.lifeline.popen_tied`), so it dies with the process
+that started it, SIGKILLed or stopped as it may be. Once :meth:`RetrieverProcess.close`
+has run, nothing starts it again (a restart still sleeping through its downtime gives up).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import urllib.request
 from dataclasses import dataclass, field
 
 from agentgym.errors import AgentgymError
+from agentgym.lifeline import popen_tied
 
 __all__ = ["RetrieverProcess", "ServiceStartError"]
 
@@ -46,6 +53,7 @@ class RetrieverProcess:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _resume_at: float = 0.0
     _resumer: threading.Timer | None = field(default=None, repr=False)
+    _closed: bool = field(default=False, repr=False)
     stalls: int = 0
     restarts: int = 0
 
@@ -58,22 +66,32 @@ class RetrieverProcess:
         return self._proc.pid if self._proc is not None else None
 
     def start(self) -> "RetrieverProcess":
-        if not self.port:
-            self.port = _free_port()
-        cmd = [sys.executable, "-c", "from agentgym.cli import app; app()", "serve-retriever",
-               "--host", "127.0.0.1", "--port", str(self.port)]
-        self._proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                      start_new_session=True)
+        """Start the service and wait until it answers ``/health``.
+
+        Raises:
+            ServiceStartError: it exited or did not answer in time, or it was closed.
+        """
+        with self._lock:
+            if self._closed:
+                raise ServiceStartError("this retriever service was closed; make a new RetrieverProcess")
+            if not self.port:
+                self.port = _free_port()
+            cmd = [sys.executable, "-c", "from agentgym.cli import app; app()", "serve-retriever",
+                   "--host", "127.0.0.1", "--port", str(self.port)]
+            self._proc = popen_tied(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                    start_new_session=True)
         self._wait_healthy()
         return self
 
     def _wait_healthy(self) -> None:
         end = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < end:
-            assert self._proc is not None
-            if self._proc.poll() is not None:
-                err = (self._proc.stderr.read() if self._proc.stderr else b"").decode(errors="replace")
-                raise ServiceStartError(f"serve-retriever exited with {self._proc.returncode}: {err[-2000:]}")
+            proc = self._proc
+            if proc is None or self._closed:
+                raise ServiceStartError("the retriever service was closed while it started")
+            if proc.poll() is not None:
+                err = (proc.stderr.read() if proc.stderr else b"").decode(errors="replace")
+                raise ServiceStartError(f"serve-retriever exited with {proc.returncode}: {err[-2000:]}")
             try:
                 with urllib.request.urlopen(f"{self.url}/health", timeout=1) as r:
                     json.loads(r.read())
@@ -81,7 +99,7 @@ class RetrieverProcess:
                     return
             except OSError:
                 time.sleep(0.1)
-        self.close()
+        self._stop()
         raise ServiceStartError(f"serve-retriever did not answer /health within {self.startup_timeout_s:g}s")
 
     def _drain(self) -> None:
@@ -113,12 +131,19 @@ class RetrieverProcess:
                 os.kill(self._proc.pid, signal.SIGCONT)
 
     def restart(self, down_s: float = 0.5) -> None:
-        """Kill the service and start it again on the same port after ``down_s``."""
+        """Kill the service and start it again on the same port after ``down_s``
+        (unless it was closed meanwhile: then it stays down)."""
         with self._lock:
+            if self._closed:
+                return
             self.restarts += 1
             self._kill()
         time.sleep(down_s)
-        self.start()
+        try:
+            self.start()
+        except ServiceStartError:
+            if not self._closed:
+                raise
 
     def _kill(self) -> None:
         proc = self._proc
@@ -128,8 +153,14 @@ class RetrieverProcess:
             proc.wait(10)
 
     def close(self) -> None:
+        """Resume and terminate the service; it is never started again. Idempotent."""
+        with self._lock:
+            self._closed = True
         if self._resumer is not None:
             self._resumer.cancel()
+        self._stop()
+
+    def _stop(self) -> None:
         proc = self._proc
         if proc is not None and proc.poll() is None:
             os.kill(proc.pid, signal.SIGCONT)
