@@ -111,6 +111,10 @@ def _shutdown() -> None:
     loop.call_soon_threadsafe(loop.stop)
     if thread is not None:
         thread.join(5.0)
+    if not loop.is_running():
+        # Closed, so that an atexit handler's env.close() gets a fresh loop from
+        # get_loop() instead of waiting forever on this stopped one.
+        loop.close()
     if problem is not None:
         log.warning("agentgym: %s at exit; sandboxes may be left behind: run `agentgym reap` "
                     "to remove any that remain", problem)

@@ -2,7 +2,8 @@
 
 For scripts that play both sides (a trainer that rolls out through its own env server,
 the tests, the benchmarks): the server is a real process, stopped with SIGTERM (the way a
-user stops it) when the ``with`` block ends.
+user stops it) when the ``with`` block ends, and SIGKILLed by the kernel if the process
+that started it dies first (:func:`agentgym.lifeline.popen_tied`).
 
 >>> free_port() > 0
 True
@@ -20,6 +21,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from agentgym.lifeline import popen_tied
 
 __all__ = ["ServerStartError", "agentgym_server", "free_port"]
 
@@ -41,8 +44,8 @@ def agentgym_server(args: list[str], health_url: str, timeout_s: float = 120.0, 
     """``agentgym <args>`` in a subprocess, yielded once ``health_url`` answers (with any
     HTTP status if ``accept_http_error``: an MCP endpoint answers GET with an error)."""
     log = tempfile.TemporaryFile()  # not a pipe: a chatty server must never block on a full one
-    proc = subprocess.Popen([sys.executable, "-m", "agentgym.cli", *args], stdout=subprocess.DEVNULL,
-                            stderr=log, env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"})
+    proc = popen_tied([sys.executable, "-m", "agentgym.cli", *args], stdout=subprocess.DEVNULL,
+                      stderr=log, env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"})
     try:
         _wait_until_answering(proc, log, args, health_url, timeout_s, accept_http_error)
         yield proc

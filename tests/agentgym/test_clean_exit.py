@@ -42,6 +42,14 @@ print("Out: 2" in o)
 print("left open")
 """
 
+CLOSED_AT_EXIT_SCRIPT = """
+import atexit
+import gymnasium as gym, agentgym
+e = gym.make("agentgym/DataAnalysis-v1"); o, i = e.reset(seed=0)
+atexit.register(e.close)  # runs after the runtime loop has closed its pools
+print("closed at exit")
+"""
+
 SYNC_SANDBOX_SCRIPT = """
 from sandboxes import SyncSandbox
 sb = SyncSandbox()
@@ -169,8 +177,9 @@ def backend(request) -> str:
 
 
 @pytest.mark.parametrize("backend", BACKENDS, indirect=True)
-@pytest.mark.parametrize("script, last_line", [(ISSUE_SCRIPT, "closed"), (LEFT_OPEN_SCRIPT, "left open")],
-                         ids=["closed", "left-open"])
+@pytest.mark.parametrize("script, last_line", [(ISSUE_SCRIPT, "closed"), (LEFT_OPEN_SCRIPT, "left open"),
+                                               (CLOSED_AT_EXIT_SCRIPT, "closed at exit")],
+                         ids=["closed", "left-open", "closed-at-exit"])
 def test_a_script_with_a_sandboxed_env_exits_silently_and_leaves_nothing(backend, script, last_line):
     run = run_tracked(script, backend_env(backend))
     assert run["rc"] == 0, run["stderr"]
