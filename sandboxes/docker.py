@@ -24,7 +24,7 @@ from sandboxes.image import ImageInfo, build_image, default_image
 from sandboxes.protocol import SandboxConfig, default_env, parse_size
 from sandboxes.reaper import OWNER_LABEL, SANDBOX_LABEL, owner_id, reap_orphans, register_engine
 from sandboxes.runtime import wire
-from sandboxes.supervised import KEY_ENV, RUNTIME_DIR, SupervisedSandbox, runtime_digest
+from sandboxes.supervised import RUNTIME_DIR, SupervisedSandbox, runtime_digest
 
 __all__ = ["DockerSandbox", "DockerBackend", "container_options"]
 
@@ -40,7 +40,13 @@ container starts. Memory is defended by caps instead (tmpfs inodes, IPC limits),
 sandbox that dies anyway during a cell is the agent's crash (see ``PooledSandbox``)."""
 
 
-def container_options(config: SandboxConfig, image: str, owner: str, key: str) -> dict[str, Any]:
+GVISOR_SENTRY_THREADS = 128
+"""Under gVisor the container's pids cgroup counts the sentry's host threads (a sandbox
+with ``pids_limit=64`` does not even start); the sandbox's own processes are tasks inside
+the sentry, which a fork bomb exhausts as memory and CPU, within the same limits."""
+
+
+def container_options(config: SandboxConfig, image: str, owner: str) -> dict[str, Any]:
     """Keyword arguments for ``containers.create``: every isolation setting, explicitly."""
     size = config.tmpfs_size
     uid, _, gid = config.user.partition(":")
@@ -57,9 +63,13 @@ def container_options(config: SandboxConfig, image: str, owner: str, key: str) -
         "--default-timeout", str(config.default_timeout_s),
         "--grace", str(config.grace_s),
         "--rlimits", '{"core": 0}',
+        "--key-stdin",
     ]  # fmt: skip
     entrypoint = (["/usr/bin/tini", "--"] if config.init else []) + supervisor
-    env = {**default_env(config), KEY_ENV: key}
+    # The key is the first line the host writes on stdin (see DockerSandbox._launch): an
+    # environment block stays readable in /proc/<pid>/environ, and gVisor lets any uid
+    # read it there.
+    env = default_env(config)
     labels = {  # user labels first: they must never overwrite the owner (the reaper relies on it)
         **dict(config.labels),
         OWNER_LABEL: owner,
@@ -83,7 +93,7 @@ def container_options(config: SandboxConfig, image: str, owner: str, key: str) -
             # Our own /dev/shm (the engine's takes only a size): capped in inodes too.
             "/dev/shm": f"rw,nosuid,nodev,noexec,size={shm_bytes},nr_inodes={config.tmpfs_inodes},mode=1777",
         },
-        "pids_limit": config.pids_limit,
+        "pids_limit": config.pids_limit + (GVISOR_SENTRY_THREADS if config.runtime == "runsc" else 0),
         "mem_limit": config.mem_limit_bytes,
         "memswap_limit": config.mem_limit_bytes,
         "nano_cpus": int(config.cpus * 1e9),
@@ -169,7 +179,7 @@ class DockerSandbox(SupervisedSandbox):
         if self.config.runtime:
             await asyncio.to_thread(check_runtime, docker, self.config.runtime, self.engine_url)
         image = self._image or (await asyncio.to_thread(default_image, engine_url=self.engine_url)).tag
-        options = container_options(self.config, image, owner_id(), key)
+        options = container_options(self.config, image, owner_id())
         creating = asyncio.ensure_future(asyncio.to_thread(docker.containers.create, **options))
         try:
             self._container = await asyncio.shield(creating)
@@ -183,6 +193,8 @@ class DockerSandbox(SupervisedSandbox):
                 self.engine_url, self._container.id, limit=wire.MAX_HEADER_BYTES
             )
             await asyncio.to_thread(self._container.start)
+            self._stream.write(key.encode() + b"\n")  # the supervisor's first read (--key-stdin)
+            await self._stream.drain()
         except asyncio.CancelledError:
             raise
         except Exception as e:

@@ -67,12 +67,16 @@ class SupervisedSandbox(Sandbox):
         self.versions: dict[str, Any] = {}
         self.episodes = 0
         """Episodes served since the last fresh start; the pool recycles after K."""
+        self.reusable = True
+        """Whether a reset can be checked complete here; when not (gVisor lists no SysV IPC
+        objects), the pool gives each episode a fresh sandbox instead of a reset one."""
 
     # -- what a deployment provides ------------------------------------------------
     @abc.abstractmethod
     async def _launch(self, key: str) -> SupervisorStream:
-        """Start the supervisor with ``key`` in its environment (``KEY_ENV``), which
-        agent code must never be able to read; return the stream to its stdin/stdout."""
+        """Start the supervisor and hand it ``key`` where agent code can never read it
+        (never an environment block: ``/proc/<pid>/environ`` outlives ``os.environ.pop``,
+        and gVisor shows it to every uid); return the stream to its stdin/stdout."""
 
     @abc.abstractmethod
     def _alive(self) -> bool:
@@ -105,6 +109,7 @@ class SupervisedSandbox(Sandbox):
             await self._terminate()
             raise
         self.versions = hello.get("versions", {})
+        self.reusable = hello.get("reset_verifiable", True) is True
         return self
 
     async def __aenter__(self) -> "SupervisedSandbox":

@@ -183,6 +183,33 @@ class SandboxUser:
             os.setresuid(-1, 0, -1)
             os.setresgid(-1, 0, -1)
 
+    def kill_all(self) -> None:
+        """``kill(-1, SIGKILL)`` as the sandbox uid, from a child that dropped to it for
+        good: the kernel's own "every process of this uid", which no process state, thread
+        layout or ``/proc`` quirk can hide from. (Its return value proves nothing: Linux
+        answers 0 whenever any other process exists, permitted or not, so the check after
+        a reset stays the ``/proc`` scan.)"""
+        if self.uid is None:
+            return
+        child = os.fork()
+        if child == 0:
+            try:
+                os.seteuid(0)  # we may be acting as the sandbox user: its capabilities back first
+                os.setgroups([])
+                os.setresgid(self.gid, self.gid, self.gid)
+                os.setresuid(self.uid, self.uid, self.uid)
+                os.kill(-1, signal.SIGKILL)  # every process this uid may signal, except this one
+            finally:
+                os._exit(0)
+        while True:
+            try:
+                os.waitpid(child, 0)
+                return
+            except InterruptedError:
+                continue
+            except ChildProcessError:
+                return
+
     def pids(self) -> list:
         """Live (non-zombie) processes of the sandbox uid: everything agent code started."""
         if self.uid is None:
@@ -510,7 +537,11 @@ class Supervisor:
     def kill_processes(self) -> None:
         """Kill the worker and everything it started (the zygote survives)."""
         w = self.worker
-        if self.args.isolate_worker or self.user.uid is not None:
+        if self.user.uid is not None:
+            self.user.kill_all()
+            self.reap_children()
+            self._kill_until_gone(self.agent_pids)
+        elif self.args.isolate_worker:
             # Every process agent code can start is found by agent_pids, whatever it did.
             self._kill_until_gone(self.agent_pids)
         elif w is not None and w.pgid:
@@ -820,6 +851,7 @@ class Supervisor:
             "versions": self.versions,
             "workdir": self.args.workdir,
             "sandbox_uid": self.user.uid,
+            "reset_verifiable": all(os.path.exists(path) for path, _ in _IPC_FILES),
             # Proof that this is the supervisor the host started: only it knows the key.
             "proof": hmac.new(self.key, str(req.get("nonce", "")).encode(), hashlib.sha256).hexdigest(),
         }, b""
@@ -943,6 +975,18 @@ def _os_error(e: OSError) -> str:
     return f"{type(e).__name__}: [Errno {e.errno}] {e.strerror}: {e.filename}"
 
 
+def _read_line(fd: int, limit: int) -> bytes:
+    """Bytes up to and including the first newline on ``fd``, one at a time, so nothing
+    of the protocol that follows is consumed."""
+    line = bytearray()
+    while len(line) < limit and not line.endswith(b"\n"):
+        chunk = os.read(fd, 1)
+        if not chunk:
+            break
+        line += chunk
+    return bytes(line)
+
+
 def _reap_as_init() -> None:
     """As PID 1 (a container without tini): fork, and let the parent only reap orphans,
     like tini, so that the supervisor proper is an ordinary, killable process."""
@@ -974,6 +1018,7 @@ def parse_args(argv: list) -> argparse.Namespace:
     p.add_argument("--rlimits", default="{}", help="JSON: as, nproc, fsize, core, nofile")
     p.add_argument("--sandbox-user", default="", help="uid:gid agent code runs as (supervisor started as root)")
     p.add_argument("--key-fd", type=int, default=-1, help="read the per-sandbox key from this descriptor")
+    p.add_argument("--key-stdin", action="store_true", help="read the per-sandbox key as the first line of stdin")
     p.add_argument("--site", default="", help="comma-separated directories the worker adds to sys.path")
     p.add_argument("--isolate-worker", action="store_true",
                    help="run each worker in its own user/PID/IPC namespaces, capability-free (process backend)")
@@ -993,7 +1038,9 @@ def main(argv: list | None = None) -> None:
         os.setgroups([])
     _prctl(4, 0)  # PR_SET_DUMPABLE = 0: /proc/<pid>/mem, environ, fd stay root's alone
     key = os.environ.pop(KEY_ENV, "").encode()
-    if args.key_fd >= 0:  # the process backend: never in an environment block at all
+    if args.key_stdin:  # containers: the first line on the host's stream, never in an environment
+        key = _read_line(0, 256).strip()
+    elif args.key_fd >= 0:  # the process backend: never in an environment block at all
         with os.fdopen(args.key_fd, "rb") as f:
             key = f.read().strip()
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
