@@ -41,8 +41,9 @@ class SharedResources:
     _pools: dict[tuple[asyncio.AbstractEventLoop, str | None], Any] = field(default_factory=dict)
     _locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = field(default_factory=dict)
     _users: dict[tuple[asyncio.AbstractEventLoop, str | None], set[int]] = field(default_factory=dict)
-    """Pool key -> ids of the users (families) holding it; a pool without an entry here
-    was asked for without a user and lives until :meth:`aclose`."""
+    """Pool key -> ids of the users (families) holding it."""
+    _pinned: set[tuple[asyncio.AbstractEventLoop, str | None]] = field(default_factory=set)
+    """Pools someone asked for without a user (a server, a test): they live until :meth:`aclose`."""
     _facts: dict[str | None, dict[str, Any]] = field(default_factory=dict)
     _retrievers: dict[tuple[Any, ...], list[Any]] = field(default_factory=dict)
     """(url, settings) -> [client, users]: a client is shared by every env that asks for it
@@ -92,7 +93,7 @@ class SharedResources:
             pool = self._pools.get(key)
             if pool is not None and getattr(pool, "closed", False):
                 self._pools.pop(key, None)  # closed by someone else (a test, a fault): start afresh
-                self._users.pop(key, None)
+                self._forget(key)
                 pool = None
             if pool is None:
                 try:
@@ -106,7 +107,7 @@ class SharedResources:
             if user is not None:
                 self._users.setdefault(key, set()).add(id(user))
             else:
-                self._users.pop(key, None)  # someone holds it without counting: keep it open
+                self._pinned.add(key)  # someone holds it without counting: keep it open
         return pool
 
     async def release_sandbox_pool(self, user: object) -> None:
@@ -116,7 +117,7 @@ class SharedResources:
             if id(user) not in users:
                 continue
             users.discard(id(user))
-            if users:
+            if users or key in self._pinned:
                 continue
             del self._users[key]
             pool = self._pools.pop(key, None)
@@ -128,7 +129,7 @@ class SharedResources:
         so those pools can only be abandoned (sandboxes killed), never reused."""
         for key in [k for k in self._pools if k[0].is_closed()]:
             abandon = getattr(self._pools.pop(key), "abandon", None)
-            self._users.pop(key, None)
+            self._forget(key)
             killed = abandon() if abandon is not None else 0
             if killed:
                 log.info("killed %d sandboxes of a pool whose event loop had ended", killed)
@@ -148,7 +149,11 @@ class SharedResources:
         with the rest (and, like any pool asked for without a user, only by :meth:`aclose`)."""
         key = (asyncio.get_running_loop(), backend)
         self._pools[key] = pool
+        self._pinned.add(key)
+
+    def _forget(self, key: tuple[asyncio.AbstractEventLoop, str | None]) -> None:
         self._users.pop(key, None)
+        self._pinned.discard(key)
 
     def pools(self) -> list[Any]:
         """Every pool this owner holds (all loops), for reports."""
@@ -160,7 +165,7 @@ class SharedResources:
         loop = asyncio.get_running_loop()
         self._forget_ended_loops()
         for key in [k for k in self._pools if k[0] is loop]:
-            self._users.pop(key, None)
+            self._forget(key)
             await self._pools.pop(key).close()
         for key in list(self._retrievers):
             client, _ = self._retrievers.pop(key)

@@ -241,6 +241,10 @@ async def test_a_pool_asked_for_without_a_user_stays_until_the_owner_closes(fake
     assert await owner.sandbox_pool("process") is pool  # e.g. an MCP server: not counted
     await owner.release_sandbox_pool(family)
     assert not pool.closed
+    later = object()
+    assert await owner.sandbox_pool("process", user=later) is pool
+    await owner.release_sandbox_pool(later)  # the last counted user, but the server holds it
+    assert not pool.closed
     await owner.aclose()
     assert pool.closed
 

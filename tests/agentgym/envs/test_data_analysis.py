@@ -268,7 +268,8 @@ def test_sigterm_of_a_process_using_the_env_leaves_no_container(monkeypatch):
 
     def owned():
         prefix = f"{socket.gethostname()}:{holder.pid}:"
-        return [c for c in client.containers.list(all=True, filters={"label": "agentgym.owner"})
+        # ignore_removed: other processes' containers come and go meanwhile (issue 29)
+        return [c for c in client.containers.list(all=True, filters={"label": "agentgym.owner"}, ignore_removed=True)
                 if c.labels["agentgym.owner"].startswith(prefix)]
 
     try:
@@ -284,4 +285,7 @@ def test_sigterm_of_a_process_using_the_env_leaves_no_container(monkeypatch):
         if holder.poll() is None:
             holder.kill()
         for c in owned():
-            c.remove(force=True)
+            try:
+                c.remove(force=True)
+            except docker.errors.NotFound:
+                pass  # gone meanwhile: removed
