@@ -110,6 +110,43 @@ BOUNDARY_ATTACKS: dict[str, str] = {
     "background_fork_storm": "import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', "
                              "'import os\\nwhile True:\\n    try:\\n        os.fork()\\n    except OSError:\\n        pass'],"
                              " start_new_session=True)",
+    # Round two (issue 23): the control pipe, pipe stalls, kernel memory, a zombie leader.
+    "frame_bomb": "import __main__, os, struct\nbody = b'[' * 500_000\n"
+                  "os.write(__main__.CTRL_OUT, struct.pack('>II', len(body), 0) + body)",
+    "forge_surrogate": "import __main__, json, os, struct, time\n"
+                       "body = json.dumps({'status': 'ok', 'value': '\\ud800forged', 'cell': 1}).encode()\n"
+                       "os.write(__main__.CTRL_OUT, struct.pack('>II', len(body), 0) + body)\ntime.sleep(0.2)",
+    "stall_requests": "import __main__, fcntl, os\nsaved = os.dup(__main__.CTRL_IN)\n"
+                      "fcntl.fcntl(saved, 1031, 4096)\nr, w = os.pipe()\nos.dup2(r, __main__.CTRL_IN)",
+    "kernel_memory": "import os, time\n"
+                     "try:\n    open('/proc/self/oom_score_adj', 'w').write('0')\nexcept OSError:\n    pass\n"
+                     "end = time.monotonic() + 3\nn = 0\n"
+                     "for root in ('/tmp', '.', '/dev/shm'):\n"
+                     "    while time.monotonic() < end:\n"
+                     "        try:\n"
+                     "            p = f'{root}/m{n}'\n"
+                     "            os.close(os.open(p, os.O_CREAT | os.O_WRONLY))\n"
+                     "            n += 1\n"
+                     "            for k in range(16):\n"
+                     "                os.setxattr(p, f'user.k{k}', b'v' * 65536)\n"
+                     "        except OSError:\n"
+                     "            break\n"
+                     "n",
+    "zombie_leader": "import ctypes, os, platform, threading, time\n"
+                     "nr = {'x86_64': 60, 'aarch64': 93}.get(platform.machine())\n"
+                     "if nr and os.fork() == 0:\n"
+                     "    os.setsid()\n"
+                     "    def tamper():\n"
+                     "        while True:\n"
+                     "            for path in ('leak.csv', '/tmp/leak.csv'):\n"
+                     "                try:\n"
+                     f"                    open(path, 'w').write('{CANARY}')\n"
+                     "                except OSError:\n"
+                     "                    pass\n"
+                     "            time.sleep(0.01)\n"
+                     "    threading.Thread(target=tamper).start()\n"
+                     "    ctypes.CDLL(None).syscall(nr, 0)\n"
+                     "time.sleep(0.1)",
     "probe_leaks": "import os, re\nfound = set()\n"
                    f"pattern = re.compile({CANARY_PATTERN!r})\n"
                    "for root in ('.', '/tmp', '/dev/shm', '/dev/mqueue'):\n"
