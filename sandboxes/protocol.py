@@ -89,7 +89,7 @@ _SURROGATES = re.compile("[\ud800-\udfff]")
 
 def valid_utf8(text: str) -> str:
     """``text`` with every lone surrogate replaced by U+FFFD (so it always encodes)."""
-    return _SURROGATES.sub("\ufffd", text)
+    return text if text.isascii() else _SURROGATES.sub("\ufffd", text)
 
 
 NetworkMode = Literal["none", "bridge", "host"]

@@ -584,8 +584,14 @@ class Supervisor:
         next_kill = time.monotonic() + 1
         while w.pid and w.pid not in self.exit_codes and time.monotonic() < end:
             self.reap_children()
-            if w.pid not in self.exit_codes:
-                time.sleep(0.001)
+            if w.pid in self.exit_codes:
+                break
+            if not _has_live_thread(w.pid):
+                # Dead, and not (or no longer) ours to wait for: where the runtime has no
+                # child subreapers (gVisor), the worker's parent is the init, which reaps it.
+                self.reap_children()
+                break
+            time.sleep(0.001)
             if killed and time.monotonic() > next_kill:
                 self.kill_processes()
                 next_kill += 1
@@ -950,16 +956,20 @@ def _checked_outcome(outcome: object, cell: int) -> dict:
 def _valid_text(text: str | None) -> str | None:
     """``text`` as valid UTF-8: JSON can carry lone surrogates (``"\\ud800"``), which no
     encoder or tokenizer on the host accepts; each becomes U+FFFD."""
-    if text is None:
-        return None
+    if text is None or text.isascii():
+        return text
     return re.sub("[\ud800-\udfff]", "\ufffd", text)
 
 
 def _control_pipe_dirty(w: "Worker") -> bool:
     """Whether the worker wrote anything after its last result (bytes in the pipe or in
     the decoder's buffer)."""
+    if w.decoder.pending:
+        return True
+    if not select.select([w.ctrl_out_r], [], [], 0)[0]:
+        return False  # the common case, without the cost of a BlockingIOError
     data, _ = _read_available(w.ctrl_out_r)
-    return bool(data) or bool(w.decoder.pending)
+    return bool(data)  # readable with no data: the worker died, which start_cell sees next
 
 
 def _capped(text: object, limit: int) -> object:
