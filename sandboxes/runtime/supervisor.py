@@ -191,7 +191,10 @@ class SandboxUser:
         a reset stays the ``/proc`` scan.)"""
         if self.uid is None:
             return
-        child = os.fork()
+        try:
+            child = os.fork()
+        except OSError:  # no pids left (a fork bomb): the /proc scan frees them, then again
+            return
         if child == 0:
             try:
                 os.seteuid(0)  # we may be acting as the sandbox user: its capabilities back first
@@ -541,6 +544,8 @@ class Supervisor:
             self.user.kill_all()
             self.reap_children()
             self._kill_until_gone(self.agent_pids)
+            self.user.kill_all()  # again, now that a fork bomb's pids are free
+            self.reap_children()
         elif self.args.isolate_worker:
             # Every process agent code can start is found by agent_pids, whatever it did.
             self._kill_until_gone(self.agent_pids)

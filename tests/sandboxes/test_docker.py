@@ -48,7 +48,7 @@ def test_rebuilding_an_unchanged_recipe_is_a_no_op(engine_url):
 
 @pytest.mark.asyncio(loop_scope="module")
 async def test_container_has_every_isolation_setting(engine_url):
-    config = SandboxConfig(mem_limit="256m", tmpfs_size="32m", pids_limit=50, cpus=0.5)
+    config = SandboxConfig(mem_limit="256m", tmpfs_size="32m", shm_size="16m", pids_limit=50, cpus=0.5)
     async with DockerSandbox(config, engine_url=engine_url) as sb:
         attrs = connect(engine_url).api.inspect_container(sb.container_id)
         host = attrs["HostConfig"]
@@ -59,7 +59,10 @@ async def test_container_has_every_isolation_setting(engine_url):
         assert host["PidsLimit"] == 50
         assert host["Memory"] == host["MemorySwap"] == 256 * 2**20
         assert host["NanoCpus"] == 500_000_000
-        assert set(host["Tmpfs"]) == {"/tmp", "/workspace"}
+        assert set(host["Tmpfs"]) == {"/tmp", "/workspace", "/dev/shm"}
+        # Inodes capped too: empty files and user xattrs are kernel memory size= does not cap.
+        assert all(f"nr_inodes={config.tmpfs_inodes}" in opts for opts in host["Tmpfs"].values())
+        assert host["Sysctls"]["kernel.msgmni"] == "32"  # SysV queues: few and small
         assert host["CapAdd"] == ["SETUID", "SETGID", "KILL"]  # the supervisor's; agent code has none
         assert host["Binds"] == [f"{RUNTIME_DIR}:/opt/agentgym:ro"]  # nothing writable on the host
         assert host["LogConfig"]["Type"] == "none"
