@@ -416,6 +416,14 @@ NONROOT_CELLS = {
     "devices": "import os\nout = []\nfor p in %r:\n    for f in (lambda: os.chmod(p, 0o666), lambda: os.utime(p, None), lambda: os.utime(p, (5, 5))):\n"
                "        try:\n            f()\n            out.append(p)\n        except OSError:\n            pass\nout" % DEVICE_NODES,
     "usr": "import os\n[p for p in ('/usr/local/bin/docker', '/usr/lib/python3/dist-packages', '/bin/sh', '/home') if os.path.exists(p)]",
+    # Issue 23 items 1 and 6 and the forged-frame finding, as an ordinary user too: the
+    # control pipe's frames are the agent's crash, never an infra error or the next result.
+    "frame_bomb": "import __main__, os, struct\nbody = b'[' * 500_000\n"
+                  "os.write(__main__.CTRL_OUT, struct.pack('>II', len(body), 0) + body)\nimport time\ntime.sleep(0.2)",
+    "forged": "import __main__, json, os, struct, time\n"
+              "body = json.dumps({'status': 'ok', 'value': '\\ud800forged', 'cell': 99}).encode()\n"
+              "os.write(__main__.CTRL_OUT, struct.pack('>II', len(body), 0) + body)\ntime.sleep(0.3)\n'real'",
+    "after_forged": "'second'",
 }
 
 
@@ -476,6 +484,9 @@ def test_an_ordinary_user_gets_a_working_sandbox_that_keeps_the_host_safe(nonroo
         assert cells["sysctl"][:2] == ["ok", "[]"], cells
         assert cells["devices"][:2] == ["ok", "[]"], cells
         assert cells["usr"][:2] == ["ok", "[]"], cells
+        assert cells["frame_bomb"][0] in ("crash", "ok", "error"), cells
+        assert cells["forged"][0] in ("crash", "ok", "error"), cells
+        assert cells["after_forged"][:2] == ["ok", "'second'"], cells
         for name, uids in report["host_uids"]:
             assert set(uids) == {nonroot_user.pw_uid}, report["host_uids"]
         assert _device_stats() == devices_before
