@@ -25,13 +25,11 @@ from sandboxes.errors import (
 )
 from sandboxes.protocol import ExecResult, Sandbox, SandboxConfig
 
-__all__ = ["SupervisedSandbox", "RUNTIME_DIR", "KEY_ENV", "runtime_digest"]
+__all__ = ["SupervisedSandbox", "RUNTIME_DIR", "runtime_digest"]
 
 log = logging.getLogger(__name__)
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
-KEY_ENV = "AGENTGYM_SUPERVISOR_KEY"
-"""The supervisor's environment variable with its per-sandbox key (it removes it at start)."""
 STARTUP_TIMEOUT_S = 120.0
 """How long a new sandbox may take to start and import its preload modules."""
 
@@ -57,7 +55,7 @@ def runtime_digest() -> str:
 
 
 class SupervisedSandbox(Sandbox):
-    """A :class:`Sandbox` backed by a supervisor reached over a Unix socket."""
+    """A :class:`Sandbox` backed by the in-sandbox supervisor, reached over its stdin/stdout."""
 
     def __init__(self, config: SandboxConfig | None = None) -> None:
         self.config = config or SandboxConfig()

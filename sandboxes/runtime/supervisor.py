@@ -50,8 +50,6 @@ import wire  # noqa: E402
 from headtail import HeadTail  # noqa: E402
 
 HEARTBEAT_S = 1.0
-KEY_ENV = "AGENTGYM_SUPERVISOR_KEY"
-"""Environment variable with the per-sandbox key; removed before any child starts."""
 F_SETPIPE_SZ = 1031
 
 
@@ -395,6 +393,9 @@ DOWNLOAD_LIMIT = 256 << 20
 WORKER_FRAME_LIMIT = 1 << 20
 """A worker's result frame is a few KiB (values and errors are capped inside it); a bigger
 one is agent code writing to the control pipe, and ends the worker like a crash."""
+RESET_SETTLE_S = 3.0
+"""How long a reset waits for killed agent processes to finish exiting before it counts
+one still listed as a survivor (and the sandbox is discarded)."""
 WORKER_FORK_TIMEOUT_S = 10.0
 """A forked worker that is not ready this long means the zygote is stuck (stopped by a
 signal, say): it is killed and a new one imports the modules again."""
@@ -771,6 +772,13 @@ class Supervisor:
         """
         self.reap_worker(killed=True)
         self.kill_processes()
+        # A SIGKILLed process can take a while to finish exiting on a loaded machine (its
+        # threads still show R or D): give the kills time to land before the check below
+        # calls anything still listed a survivor.
+        settle_until = time.monotonic() + RESET_SETTLE_S
+        while self.agent_pids() and time.monotonic() < settle_until:
+            time.sleep(0.01)
+            self.kill_processes()
         with self.user:
             for root in self.scrub_dirs:
                 _remove_tree_contents(root)
@@ -1052,7 +1060,7 @@ def main(argv: list | None = None) -> None:
     if args.sandbox_user:
         os.setgroups([])
     _prctl(4, 0)  # PR_SET_DUMPABLE = 0: /proc/<pid>/mem, environ, fd stay root's alone
-    key = os.environ.pop(KEY_ENV, "").encode()
+    key = b""
     if args.key_stdin:  # containers: the first line on the host's stream, never in an environment
         key = _read_line(0, 256).strip()
     elif args.key_fd >= 0:  # the process backend: never in an environment block at all
