@@ -157,7 +157,7 @@ def run(
     json_out: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
     ray: Annotated[Optional[str], typer.Option(
         "--ray", help="run on a Ray fleet: auto (RAY_ADDRESS, the last `ray start`, else local), local, or an address "
-                      "(pip install 'agentgym[ray]')")] = None,
+                      "(pip install 'agentgym\\[ray]')")] = None,
     workers: Annotated[int, typer.Option(help="Ray env workers (with --ray); --concurrency is shared among them")] = 2,
 ) -> None:
     """Run episodes with a policy and print success, episodes/s and tool telemetry."""

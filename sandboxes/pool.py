@@ -25,9 +25,10 @@ import contextlib
 import dataclasses
 import logging
 import os
+import typing
 import warnings
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Literal, Protocol, runtime_checkable
+from typing import Any, AsyncIterator, Protocol, runtime_checkable
 
 import tenacity
 
@@ -38,13 +39,13 @@ from sandboxes.errors import (
     SandboxConfigError,
     SandboxInfraError,
 )
-from sandboxes.protocol import ExecResult, Sandbox, SandboxConfig
+from sandboxes.protocol import BackendName, ExecResult, Sandbox, SandboxConfig
 
-__all__ = ["PoolConfig", "SandboxBackend", "SandboxPool", "PooledSandbox", "make_pool", "choose_backend", "default_config"]
+__all__ = ["PoolConfig", "SandboxBackend", "SandboxPool", "PooledSandbox", "make_pool", "choose_backend",
+           "requested_backend", "BackendName", "default_config"]
 
 log = logging.getLogger(__name__)
 
-BackendName = Literal["auto", "docker", "process", "unsafe-process"]
 
 
 @runtime_checkable
@@ -616,6 +617,22 @@ class PooledSandbox(Sandbox):
         return None
 
 
+def requested_backend(backend: str | None = None) -> str:
+    """The backend asked for: ``backend``, else ``AGENTGYM_SANDBOX``, else ``auto``; the one
+    place that reads the variable and checks the name (nothing is probed here).
+
+    Raises:
+        SandboxConfigError: an unknown backend name.
+    """
+    choice = backend or os.environ.get("AGENTGYM_SANDBOX") or "auto"
+    if choice not in typing.get_args(BackendName):
+        raise SandboxConfigError(
+            f"Expected backend 'auto', 'docker', 'process' or 'unsafe-process' (argument or "
+            f"AGENTGYM_SANDBOX), actual value: {choice!r}"
+        )
+    return choice
+
+
 def choose_backend(backend: BackendName | None = None, engine_urls: list[str] | None = None) -> str:
     """``docker``, ``process`` or ``unsafe-process``: the explicit choice, else
     ``AGENTGYM_SANDBOX``, else docker when an engine answers and process (confined by
@@ -625,12 +642,7 @@ def choose_backend(backend: BackendName | None = None, engine_urls: list[str] | 
         EngineUnreachableError: docker was required but no engine answers.
         SandboxConfigError: an unknown backend name.
     """
-    choice = backend or os.environ.get("AGENTGYM_SANDBOX") or "auto"
-    if choice not in ("auto", "docker", "process", "unsafe-process"):
-        raise SandboxConfigError(
-            f"Expected backend 'auto', 'docker', 'process' or 'unsafe-process' (argument or "
-            f"AGENTGYM_SANDBOX), actual value: {choice!r}"
-        )
+    choice = requested_backend(backend)
     if choice in ("process", "unsafe-process"):
         return choice
     urls = engine_urls or [default_engine_url()]

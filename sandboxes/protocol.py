@@ -93,6 +93,8 @@ def valid_utf8(text: str) -> str:
 
 
 NetworkMode = Literal["none", "bridge", "host"]
+BackendName = Literal["auto", "docker", "process", "unsafe-process"]
+"""Where sandboxes run: ``auto`` picks docker when an engine answers, else process."""
 
 
 @dataclass(frozen=True)

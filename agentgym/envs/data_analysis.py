@@ -25,12 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
-import typing
 import json
 import re
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -47,7 +45,7 @@ from tasks.data_analysis.tiers import TEMPLATES, template_by_id
 
 __all__ = ["DataAnalysisEnv", "DataAnalysisFamily", "DataAnalysisTask", "format_exec_result", "close_shared_pools"]
 
-Backend = Literal["auto", "docker", "process", "unsafe-process"]
+from sandboxes.protocol import BackendName as Backend
 
 _START_ATTEMPTS = 3
 """Sandboxes tried for one episode start before the episode is an infrastructure failure."""
@@ -161,10 +159,13 @@ class DataAnalysisFamily(TaskFamily):
                 raise ConfigError(str(e)) from None
         if python_timeout_s <= 0:
             raise ConfigError(f"Expected python_timeout_s > 0, actual value: {python_timeout_s}")
-        chosen = backend or os.environ.get("AGENTGYM_SANDBOX") or "auto"
-        if chosen not in typing.get_args(Backend):
-            raise ConfigError(f"Expected backend (or AGENTGYM_SANDBOX) in {typing.get_args(Backend)}, "
-                              f"actual value: {chosen!r}")
+        from sandboxes.errors import SandboxConfigError
+        from sandboxes.pool import requested_backend
+
+        try:
+            requested_backend(backend)  # fail at construction, not at the first reset
+        except SandboxConfigError as e:
+            raise ConfigError(str(e)) from None
         self.tier = tier
         self.template = template
         self.backend = backend
