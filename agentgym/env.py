@@ -130,8 +130,8 @@ class ToolEnv(TurnSettings, gym.Env[str, str]):
         return family_from_kwargs(self.family_class, family_kwargs, owner=type(self).__name__)
 
     # ------------------------------------------------------------------ the family
-    # Every question about the task goes to the family through these; a subclass that
-    # predates families (tests use some) may still override them.
+    # Every question about the task goes to the family through these; a subclass without
+    # a family (some tests use one) overrides them instead.
     def _family(self) -> TaskFamily:
         if self.family is None:
             raise NotImplementedError(f"{type(self).__name__} has no TaskFamily; pass one to ToolEnv(family)")

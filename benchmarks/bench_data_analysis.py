@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import agentgym  # noqa: F401
-    from agentgym.envs.data_analysis import close_shared_pools
+    from agentgym.resources import shared_resources
     from agentgym.policies import oracle_policy
     from agentgym.runner import run_episodes
     from agentgym.runtime import run_sync
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                      seed=args.seed + 10**6, env_kwargs=kwargs)
     report = run_episodes(ENV_ID, oracle_policy, args.episodes, args.concurrency, seed=args.seed,
                           env_kwargs=kwargs)
-    run_sync(close_shared_pools())
+    run_sync(shared_resources().aclose())
     summary = _summary(report)
     sys.stdout.write(json.dumps(summary, indent=1, default=str) + "\n")
     ok = summary["success_rate"] >= 0.99 and summary["infra_failed"] == 0 and not report.lost

@@ -43,7 +43,7 @@ from tasks.data_analysis.manifest import manifest_digest
 from tasks.data_analysis.reference import answer_arguments
 from tasks.data_analysis.tiers import TEMPLATES, template_by_id
 
-__all__ = ["DataAnalysisEnv", "DataAnalysisFamily", "DataAnalysisTask", "format_exec_result", "close_shared_pools"]
+__all__ = ["DataAnalysisEnv", "DataAnalysisFamily", "DataAnalysisTask", "format_exec_result"]
 
 from sandboxes.protocol import BackendName as Backend
 
@@ -66,12 +66,6 @@ class DataAnalysisTask:
     scope: str
     seed: int
     question: Question | None = None
-
-
-async def close_shared_pools() -> None:
-    """Close the process's sandbox pools on the running loop (kept for callers of v0;
-    the owner is :func:`agentgym.resources.shared_resources`)."""
-    await shared_resources().aclose()
 
 
 # ---- formatting ------------------------------------------------------------------

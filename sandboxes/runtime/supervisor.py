@@ -17,8 +17,9 @@ a symlink planted by the agent leads nowhere the agent could not go itself.
 Why a separate supervisor: the worker runs untrusted code that may loop, fork, flood its
 output or die, so something outside it must enforce the deadline (interrupt, short grace,
 kill the worker's processes, start a fresh worker), drain its stdout/stderr so it never
-blocks, and keep a head+tail of the output. Requests carry a sequence number and the last
-response is cached, so a resent request never runs the code twice.
+blocks, and keep a head+tail of the output. Requests carry increasing sequence numbers;
+the host never resends one (a broken channel retires the sandbox), so a repeated or older
+number is refused, never run twice.
 
 Everything a worker sends is treated as hostile: the worker runs agent code, which holds
 its control pipe and can write anything to it. A malformed result is the agent's crash,
@@ -426,7 +427,6 @@ class Supervisor:
         self.exit_codes: dict = {}
         self.cell = 0
         self.last_seq = -1
-        self.last_response: tuple = ({}, b"")
         self.last_beat = 0.0
         self.versions: dict = {}
 
@@ -882,15 +882,13 @@ class Supervisor:
         seq = req.get("seq")
         if not isinstance(seq, int):
             return {"seq": seq, "error": "ValueError: request without an integer seq"}, b""
-        if seq == self.last_seq:
-            return self.last_response  # a resend: never run the same request twice
-        if seq < self.last_seq:
-            return {"seq": seq, "error": f"ValueError: stale seq {seq} < {self.last_seq}"}, b""
+        if seq <= self.last_seq:  # the host never resends: a repeat is a broken peer
+            return {"seq": seq, "error": f"ValueError: stale seq {seq} <= {self.last_seq}"}, b""
         try:
             response = self.dispatch_op(req, payload)
         except Exception as e:  # report, do not die: the host decides whether to recycle
             response = {"seq": seq, "error": f"SupervisorError: {type(e).__name__}: {e}"}, b""
-        self.last_seq, self.last_response = seq, response
+        self.last_seq = seq
         return response
 
     def dispatch_op(self, req: dict, payload: bytes) -> tuple:

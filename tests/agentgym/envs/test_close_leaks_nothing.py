@@ -17,7 +17,7 @@ import gymnasium as gym
 import pytest
 
 import agentgym  # noqa: F401 - registers the ids
-from agentgym.envs.data_analysis import close_shared_pools
+from agentgym.resources import shared_resources
 from agentgym.retrieval import LocalRetriever, start_service_in_thread
 from agentgym.runtime import run_sync
 from tasks.search import load_default_dataset
@@ -79,8 +79,8 @@ def test_search_with_a_retriever_service_closes_its_connections(retriever_url):
 @pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
 def test_data_analysis_leaves_nothing_open_once_its_pool_is_closed(monkeypatch):
     monkeypatch.setenv("AGENTGYM_SANDBOX", "process")  # no Docker needed
-    run_sync(close_shared_pools())
+    run_sync(shared_resources().aclose())
     before = _sockets()
     _episode(_registered("agentgym/DataAnalysis-v"))
-    run_sync(close_shared_pools())
+    run_sync(shared_resources().aclose())
     assert _settles_to(before) == before

@@ -9,7 +9,8 @@ import gymnasium as gym
 import pytest
 
 import agentgym  # noqa: F401 - registers the ids
-from agentgym.envs.data_analysis import DataAnalysisEnv, close_shared_pools
+from agentgym.envs.data_analysis import DataAnalysisEnv
+from agentgym.resources import shared_resources
 from agentgym.errors import ConfigError
 from agentgym.policies import oracle_policy
 from agentgym.runner import run_episodes
@@ -28,7 +29,7 @@ def _process_sandbox(monkeypatch):
 @pytest.fixture(scope="module", autouse=True)
 def _close_pools_after_module():
     yield
-    run_sync(close_shared_pools())  # leave no sandbox running after the tests
+    run_sync(shared_resources().aclose())  # leave no sandbox running after the tests
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from agentgym import multi_agent
-from agentgym.multi_agent.analysis_review import ANALYST, REVIEWER
+from agentgym.envs.analysis_review import ANALYST, REVIEWER
 from agentgym.multi_agent.testing import check_team_env
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning")  # ProcessSandbox isolation warning
@@ -14,10 +14,10 @@ pytestmark = pytest.mark.filterwarnings("ignore::Warning")  # ProcessSandbox iso
 @pytest.fixture(scope="module", autouse=True)
 def _close_pools():
     yield
-    from agentgym.envs.data_analysis import close_shared_pools
+    from agentgym.resources import shared_resources
     from agentgym.runtime import run_sync
 
-    run_sync(close_shared_pools(), timeout=60)  # before interpreter exit tears the executors down
+    run_sync(shared_resources().aclose(), timeout=60)  # before interpreter exit tears the executors down
 
 
 @pytest.fixture(autouse=True)

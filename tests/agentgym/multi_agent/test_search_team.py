@@ -7,7 +7,7 @@ import pytest
 
 import agentgym  # noqa: F401 - registers Search-v1 with gymnasium
 from agentgym import multi_agent
-from agentgym.multi_agent.search_team import PLANNER
+from agentgym.envs.search_team import PLANNER
 from agentgym.multi_agent.testing import check_team_env
 
 
