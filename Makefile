@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST := $(VENV)/bin/pytest
 
-.PHONY: demo test bench image install clean vllm-env test-vllm peers-env test-peers bench-peers
+.PHONY: demo test bench image install clean docs vllm-env test-vllm peers-env test-peers bench-peers
 
 install: $(STAMP)
 
@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[train,dev,mcp,openenv,ray]"
+	$(PY) -m pip install -q -e ".[train,dev,mcp,openenv,ray,docs]"
 	touch $(STAMP)
 
 # Builds the sandbox image when a Docker engine is reachable (a no-op when the recipe is unchanged).
@@ -37,6 +37,11 @@ demo: image
 
 test: image
 	$(PYTEST) -q -p no:randomly
+
+# The documentation site from docs/ into site/; --strict turns every warning (a broken
+# link, a page missing from the nav, an API name that moved) into a failure.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 bench: image
 	mkdir -p benchmarks/results
@@ -99,4 +104,4 @@ test-peers: $(PEERS_STAMP)
 		tests/examples tests/agentgym/interop/test_verifiers_env.py
 
 clean:
-	rm -rf $(VENV) .benchmarks benchmarks/results
+	rm -rf $(VENV) .benchmarks benchmarks/results site

@@ -25,7 +25,7 @@ from agentgym.family import ANSWER_TOOL, EpisodeView, TaskFamily
 from agentgym.errors import AgentError, EpisodeFinishedError, InfraError
 from agentgym.tools import Tool
 
-__all__ = ["check_tool_env", "ProbeEnv", "ProbeFamily", "ProbeTask", "HOSTILE_ACTIONS", "load_readme_family"]
+__all__ = ["check_tool_env", "ProbeEnv", "ProbeFamily", "ProbeTask", "HOSTILE_ACTIONS", "load_docs_family"]
 
 HOSTILE_ACTIONS: tuple[Any, ...] = (
     "",
@@ -158,23 +158,24 @@ class ProbeEnv(ToolEnv):
     family_class = ProbeFamily
 
 
-# ---- the README's example family -------------------------------------------------
+# ---- the docs' example family -------------------------------------------------
 # The "Write your own environment" family is meant to be copied; the tests run exactly
-# that text, so the README cannot drift from what works.
+# that text, so the docs cannot drift from what works.
 _BLOCK = re.compile(r"<!-- example-family:[^>]*-->\n```python\n(.*?)```", re.S)
 
 
-def load_readme_family(readme: Path | None = None) -> types.ModuleType:
-    """Execute the README's example family blocks, in order, as one module (the family and
-    its env, registered once, then the team env over it).
+def load_docs_family(page: Path | None = None) -> types.ModuleType:
+    """Execute the example family blocks of the docs' "Write your own environment" page,
+    in order, as one module (the family and its env, registered once, then the team env
+    over it), so the page's code stays tested.
 
-    Needs the source tree (the README sits beside the packages), as the tests have it.
+    Needs the source tree (``docs/`` sits beside the packages), as the tests have it.
     """
     import sys
 
     import gymnasium as gym
 
-    path = readme or Path(__file__).resolve().parents[1] / "README.md"
+    path = page or Path(__file__).resolve().parents[1] / "docs" / "writing-an-env.md"
     blocks = _BLOCK.findall(path.read_text(encoding="utf-8"))
     if not blocks:
         raise LookupError(f"no example-family block in {path}")
@@ -183,5 +184,5 @@ def load_readme_family(readme: Path | None = None) -> types.ModuleType:
     code = "\n".join(blocks)  # the family, then the team built on it
     if "myorg/UnitConversion-v0" in gym.registry:  # a second load in one process
         code = code.replace('gym.register("myorg/UnitConversion-v0"', 'dict(id="myorg/UnitConversion-v0"')
-    exec(compile(code, f"{path}:example-family", "exec"), module.__dict__)  # noqa: S102 - our own README
+    exec(compile(code, f"{path}:example-family", "exec"), module.__dict__)  # noqa: S102 - our own docs
     return module

@@ -10,7 +10,7 @@ hit all three alike:
   and the pool starts a new sandbox instead (gVisor);
 - DataAnalysis-v1 oracle episodes/s at concurrency 8, the pool warm.
 
-The runsc column needs gVisor registered in the engine (see README, Sandboxes); without
+The runsc column needs gVisor registered in the engine (see docs/sandboxes.md); without
 it, or without an engine, those columns are left out and say why.
 """
 

@@ -12,7 +12,7 @@
 2. Learning curves: ``baselines/configs/calculator_cpu.yaml`` (20 steps, 128 eval
    tasks) at ``max_staleness`` 0 and 2 from the same SFT start and seeds (eval success
    every 5 steps, wall time, the trainer's time blocked on rollout). Long (~15 min here);
-   the curves and a plot go to ``benchmarks/results/async_curves/``. The README's plot:
+   the curves and a plot go to ``benchmarks/results/async_curves/``. The docs' plot (docs/training.md):
    ``python benchmarks/bench_rollout.py OUT_DIR steps=20 eval_tasks=128``.
 
 Run: ``make bench``, or ``.venv/bin/pytest benchmarks/bench_rollout.py --benchmark-only -k throughput``.
@@ -39,7 +39,7 @@ from baselines.engines.hf_async import BatchingEngine
 from baselines.latency import DelayedSteps, long_tail
 
 TASKS, GROUP, BATCHES, ROUNDS = 8, 4, 4, 3
-CURVE_OVERRIDES = ("steps=20", "eval_tasks=128")  # the README's figures; the yaml's 30 steps x 256 tasks take ~2x longer
+CURVE_OVERRIDES = ("steps=20", "eval_tasks=128")  # the docs' figures (docs/training.md); the yaml's 30 steps x 256 tasks take ~2x longer
 RESULTS = Path(__file__).parent / "results"
 
 

@@ -1,4 +1,4 @@
-"""Baselines on Search-v1, per hop count: what the tools are worth (the README's table).
+"""Baselines on Search-v1, per hop count: what the tools are worth (the table in docs/environments.md).
 
 Runs ``no_tool``, ``one_search`` and ``oracle`` over every question of a split (not a
 sample), and measures, for ``one_search``, how often the top result of the question text

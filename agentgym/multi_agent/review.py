@@ -1,7 +1,7 @@
 """``ReviewTeamEnv``: a solver and a reviewer on the tasks of any :class:`~agentgym.TaskFamily`.
 
 The team rules need nothing from the family but its public contract, so any family gets
-a team env for free (the README's unit conversion does):
+a team env for free (the docs' unit conversion does):
 
 - the **solver** has the family's tools except ``answer`` and calls ``propose(answer)``,
   where ``answer`` is exactly what the family's ``answer`` tool takes (checked against its

@@ -55,7 +55,7 @@ def require_gvisor() -> None:
     (CI registers ``runsc``, so there the suite really runs on it)."""
     if _engine_has_gvisor():
         return
-    message = "gVisor (runsc) is not registered in this Docker engine (see README, Sandboxes)"
+    message = "gVisor (runsc) is not registered in this Docker engine (see docs/sandboxes.md)"
     if os.environ.get("AGENTGYM_REQUIRE_GVISOR", "") not in ("", "0", "false"):
         pytest.fail(f"AGENTGYM_REQUIRE_GVISOR=1 but {message}", pytrace=False)
     pytest.skip(message)

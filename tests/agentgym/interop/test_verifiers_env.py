@@ -225,14 +225,14 @@ def test_without_verifiers_the_error_says_what_to_install() -> None:
 
 @pytest.mark.peers
 def test_the_readme_example_runs(verifiers_installed, scripted_model) -> None:
-    """The README's verifiers block, run as written against the scripted oracle."""
+    """The docs' verifiers block (docs/interop.md), run as written against the scripted oracle."""
     import pathlib
     import re
 
     model, base_url = scripted_model
-    readme = (pathlib.Path(__file__).resolve().parents[3] / "README.md").read_text()
+    readme = (pathlib.Path(__file__).resolve().parents[3] / "docs" / "interop.md").read_text()
     block = re.search(r"\*\*verifiers \(prime-rl\)\.\*\*.*?```python\n(.*?)```", readme, re.DOTALL)
-    assert block is not None, "the README's verifiers example is gone"
+    assert block is not None, "the verifiers example in docs/interop.md is gone"
     code = block.group(1).replace("http://127.0.0.1:8000/v1", base_url)
     assert base_url in code
     for seed in range(8):
@@ -240,5 +240,5 @@ def test_the_readme_example_runs(verifiers_installed, scripted_model) -> None:
         assert info["reward"] == 1.0
         model.scripts[prompt] = actions
     namespace: dict[str, Any] = {}
-    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - the README's own text
+    exec(compile(code, "docs/interop.md", "exec"), namespace)  # noqa: S102 - the docs' own text
     assert namespace["rewards"] == [1.0] * 8

@@ -1,4 +1,4 @@
-"""The README's training-loop example, run with a scripted stand-in for the shared model."""
+"""The training-loop example of docs/teams.md, run with a scripted stand-in for the shared model."""
 
 from agentgym import multi_agent
 

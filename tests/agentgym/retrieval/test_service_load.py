@@ -4,7 +4,7 @@
 a ~1 MiB body, a ~17 MB reply) and read their replies late and slowly. The service runs
 as a subprocess, so its RSS is measured alone.
 
-The bound (also in the README): peak RSS above the idle service stays under
+The bound (also in docs/cli.md): peak RSS above the idle service stays under
 ``max_bytes_in_flight`` (128 MiB) + 32 MiB for connection buffers and allocator slack,
 i.e. 160 MiB (measured on a 2-core machine: ~105 MiB). With the in-flight budget
 switched off, the same load grows the service by ~315 MiB and this test fails.

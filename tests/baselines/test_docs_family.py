@@ -1,4 +1,4 @@
-"""The README's example family trains with the baseline trainer: SFT on its oracle's
+"""The docs' example family trains with the baseline trainer: SFT on its oracle's
 trajectories takes optimiser steps, and a PPO-EWMA rollout step runs on it."""
 
 import json
@@ -7,21 +7,21 @@ import math
 import pytest
 
 from agentgym import multi_agent
-from agentgym.testing import load_readme_family
+from agentgym.testing import load_docs_family
 from baselines.config import load_config
 from baselines.trainer import Trainer
 
 
 @pytest.fixture(autouse=True)
 def _forget_the_readme_team():
-    """The README also registers a team env; leave the multi-agent registry as it was."""
+    """The docs page also registers a team env; leave the multi-agent registry as it was."""
     yield
     multi_agent.MULTI_AGENT_ENVS[:] = [s for s in multi_agent.MULTI_AGENT_ENVS
                                        if s.env_id != "myorg/UnitConversionReview-v0"]
 
 
 def test_agentgym_train_trains_on_the_readme_family(tmp_path, tiny_model_dir):
-    load_readme_family()  # registers myorg/UnitConversion-v0 in this process
+    load_docs_family()  # registers myorg/UnitConversion-v0 in this process
     config = load_config(None, [
         f"model.path={tiny_model_dir}", f"log.run_dir={tmp_path}/run", "log.tensorboard=false",
         "env.id=myorg/UnitConversion-v0", "env.kwargs={}", "steps=1", "device=cpu", "eval_every=0",

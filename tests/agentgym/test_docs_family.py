@@ -1,4 +1,4 @@
-"""The README's "Write your own environment" family works as the README says."""
+"""The docs' "Write your own environment" family works as the page says."""
 
 import gymnasium as gym
 import pytest
@@ -7,20 +7,20 @@ from agentgym import multi_agent
 from agentgym.multi_agent.testing import check_team_env
 from agentgym.policies import oracle_policy
 from agentgym.runner import run_episodes
-from agentgym.testing import check_tool_env, load_readme_family
+from agentgym.testing import check_tool_env, load_docs_family
 
 TEAM_ID = "myorg/UnitConversionReview-v0"
 
 
 @pytest.fixture(autouse=True)
 def _forget_the_readme_team():
-    """The README registers a team env; other tests list the registry and expect ours only."""
+    """The docs page registers a team env; other tests list the registry and expect ours only."""
     yield
     multi_agent.MULTI_AGENT_ENVS[:] = [s for s in multi_agent.MULTI_AGENT_ENVS if s.env_id != TEAM_ID]
 
 
 def test_the_readme_family_is_short_registers_and_passes_the_env_checker():
-    module = load_readme_family()
+    module = load_docs_family()
     assert "myorg/UnitConversion-v0" in gym.registry
     env = gym.make("myorg/UnitConversion-v0")
     check_tool_env(env)  # Gymnasium's checker, hostile actions, the oracle's success
@@ -31,7 +31,7 @@ def test_the_readme_family_is_short_registers_and_passes_the_env_checker():
 
 
 def test_the_readme_family_runs_solves_and_separates_agent_mistakes():
-    load_readme_family()
+    load_docs_family()
     report = run_episodes("myorg/UnitConversion-v0", oracle_policy, episodes=20, concurrency=4)
     assert report.success_rate == 1.0 and not report.lost
     env = gym.make("myorg/UnitConversion-v0")
@@ -47,8 +47,8 @@ def test_the_readme_family_runs_solves_and_separates_agent_mistakes():
 
 
 def test_the_readme_family_works_in_a_team_env():
-    load_readme_family()
-    load_readme_family()  # a second import re-registers the same class without complaint
+    load_docs_family()
+    load_docs_family()  # a second import re-registers the same class without complaint
     assert multi_agent.is_multi_agent_env(TEAM_ID)
     env = multi_agent.make(TEAM_ID, max_proposals=1)
     check_team_env(env)  # PettingZoo's API test, hostile actions, the oracle team
