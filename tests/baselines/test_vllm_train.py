@@ -22,7 +22,7 @@ def test_agentgym_train_with_the_vllm_engine_takes_optimiser_steps(trained_model
             "rollout.tasks_per_step=4", "rollout.group_size=4", "rollout.temperature=0.7", "rollout.max_new_tokens=40",
             "rollout.max_seq_len=1024", "algo.micro_batch_size=8", "algo.lr=1e-4",
             "rollout.max_staleness=0"]  # fresh data only, so that engine == trainer below
-    code = "import sys; from baselines.cli import train_command; sys.exit(train_command(None, sys.argv[1:]))"
+    code = "import sys; from baselines.commands import train_command; sys.exit(train_command(None, sys.argv[1:]))"
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
     proc = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
