@@ -28,7 +28,7 @@ import sys
 import threading
 from typing import Any, Callable, TypeVar
 
-__all__ = ["popen_tied"]
+__all__ = ["popen_tied", "process_state", "live_children"]
 
 T = TypeVar("T")
 
@@ -98,3 +98,34 @@ def _serve() -> None:
             done.set_result(fn())
         except BaseException as e:  # noqa: BLE001 - handed to the caller
             done.set_exception(e)
+
+
+def process_state(pid: int) -> str | None:
+    """The state letter of ``pid`` (``R``, ``S``, ``T``, ...), or None once it is gone (a
+    zombie counts as gone: it runs nothing)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+    return None if state in ("Z", "X") else state
+
+
+def live_children(parent: int | None = None) -> dict[int, list[bytes]]:
+    """The live (non-zombie) children of ``parent`` (default: this process), with their
+    command lines: what a clean exit must not leave behind."""
+    parent = os.getpid() if parent is None else parent
+    found: dict[int, list[bytes]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if int(fields[1]) != parent or fields[0] in ("Z", "X"):
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                found[int(entry)] = f.read().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue
+    return found

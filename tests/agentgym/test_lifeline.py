@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from agentgym.lifeline import process_state
+
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 
 STARTER = r"""
@@ -26,16 +28,6 @@ thread.start()
 thread.join()
 time.sleep(600)
 """
-
-
-def process_state(pid: int) -> str | None:
-    """The state letter of ``pid`` (None once it is gone; a zombie counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-    return None if state in ("Z", "X") else state
 
 
 def wait_until_gone(pid: int, timeout_s: float) -> bool:

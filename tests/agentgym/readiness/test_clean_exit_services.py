@@ -14,6 +14,7 @@ import uuid
 
 import pytest
 
+from agentgym.lifeline import live_children, process_state
 from agentgym.readiness.services import RetrieverProcess
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="finds processes through /proc")
@@ -23,16 +24,6 @@ from agentgym.readiness import FaultPlan, StressConfig, run_stress
 run_stress(StressConfig("agentgym/Search-v1", episodes=100000, concurrency=4, adversarial=0.0,
                         faults=FaultPlan({"stall": 0.5}, stall_s=(120.0, 120.0)), check_containers=False))
 """
-
-
-def _state(pid: int) -> str | None:
-    """State letter of ``pid``; None when it is gone (a zombie counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-    return None if state in ("Z", "X") else state
 
 
 def retrievers_marked(marker: str) -> dict[int, str]:
@@ -50,7 +41,7 @@ def retrievers_marked(marker: str) -> dict[int, str]:
                     continue
         except OSError:
             continue
-        state = _state(int(entry))
+        state = process_state(int(entry))
         if state is not None:
             found[int(entry)] = state
     return found
@@ -92,21 +83,8 @@ def test_a_sigkilled_stress_run_leaves_no_retriever_even_a_stalled_one():
 
 def _my_retrievers(port: int) -> list[int]:
     """This process's children serving the retriever on ``port``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read().split(b"\0")
-        except (OSError, IndexError):
-            continue
-        if int(fields[1]) == os.getpid() and fields[0] not in ("Z", "X") and b"serve-retriever" in cmdline \
-                and str(port).encode() in cmdline:
-            found.append(int(entry))
-    return found
+    return [pid for pid, cmdline in live_children().items()
+            if b"serve-retriever" in cmdline and str(port).encode() in cmdline]
 
 
 def test_a_restart_still_in_its_downtime_when_the_service_closes_starts_nothing():
