@@ -66,7 +66,7 @@ from baselines.agent_loop import (
     start_trajectory,
 )
 from baselines.chat_tokens import ChatTokenizer
-from baselines.engines.hf_async import AsyncEngine, BusyClock
+from baselines.engines.async_contract import AsyncEngine, BusyClock
 from baselines.staleness import staleness_stats
 from baselines.trajectory import RolloutBatch, Trajectory
 

@@ -40,7 +40,7 @@ import torch
 
 from agentgym.runtime import run_sync
 from baselines.engines.base import Generation, SamplingConfig
-from baselines.engines.hf_async import BusyClock, Lockstep, VersionedGeneration
+from baselines.engines.async_contract import BusyClock, Lockstep, VersionedGeneration
 from baselines.engines.vllm import (
     _EXTENSION,
     LLMWeightSyncClient,
