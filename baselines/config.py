@@ -159,9 +159,6 @@ class VLLMConfig(_RangeChecked):
     ``VLLM_CPU_KVCACHE_SPACE`` in GiB)."""
     kv_cache_memory_bytes: int | None = at_least(1, None)
     """An explicit KV-cache size in bytes (any platform); None lets vLLM decide."""
-    enable_sleep_mode: bool = True
-    """Free vLLM's GPU memory while the trainer runs (colocated training); ignored
-    (sleep/wake are no-ops) on platforms without sleep mode, such as CPU."""
     enforce_eager: bool = False
     max_model_len: int | None = at_least(1, None)
 

@@ -134,7 +134,7 @@ def build_engine(config: TrainConfig, path: str, tokenizer: Any, info: DistInfo,
 
         v = config.rollout.vllm
         return (AsyncVLLMEngine if asynchronous else VLLMEngine)(path, tensor_parallel_size=v.tensor_parallel_size, gpu_memory_utilization=v.gpu_memory_utilization,
-                          enable_sleep_mode=v.enable_sleep_mode, enforce_eager=v.enforce_eager, dtype=config.model.dtype,
+                          enforce_eager=v.enforce_eager, dtype=config.model.dtype,
                           max_model_len=v.max_model_len or config.rollout.max_seq_len, seed=config.seed + info.rank,
                           kv_cache_memory_bytes=v.kv_cache_memory_bytes)
     from baselines.engines.hf import HFEngine

@@ -90,13 +90,13 @@ class AsyncLLMWeightSyncClient(LLMWeightSyncClient):
 class AsyncVLLMEngine:
     """An ``AsyncLLM`` for the asynchronous rollout; also a (synchronous) :class:`RolloutEngine`.
 
-    Args: as :class:`~baselines.engines.vllm.VLLMEngine` (sleep mode is not used: episodes
-    generate while the trainer runs).
+    Args: as :class:`~baselines.engines.vllm.VLLMEngine`, but no sleep mode: episodes
+    generate while the trainer runs.
     """
 
     def __init__(self, model_path: str, *, tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.5,
                  enforce_eager: bool = False, dtype: str = "bfloat16", max_model_len: int | None = None, seed: int = 0,
-                 kv_cache_memory_bytes: int | None = None, **_ignored: Any) -> None:
+                 kv_cache_memory_bytes: int | None = None) -> None:
         vllm, platform = _import_vllm()
         from transformers import AutoConfig
 
