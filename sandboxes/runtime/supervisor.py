@@ -592,9 +592,10 @@ class Supervisor:
             self.reap_children()
             if w.pid in self.exit_codes:
                 break
-            if not _has_live_thread(w.pid):
+            if not _has_live_thread(w.pid) and not (w.ns_init and _has_live_thread(w.ns_init)):
                 # Dead, and not (or no longer) ours to wait for: where the runtime has no
                 # child subreapers (gVisor), the worker's parent is the init, which reaps it.
+                # (A namespace init still alive is about to pass the status on: wait for it.)
                 self.reap_children()
                 break
             time.sleep(0.001)
