@@ -122,7 +122,9 @@ class SandboxConfig:
     ``size=`` caps file contents only: empty files and ``user.*`` extended attributes are
     kernel memory charged to the sandbox, enough to starve the supervisor (260k empty
     files cost 416 MB). The kernel counts xattrs in the same inode space (about 1 KiB an
-    inode), so this caps both."""
+    inode), so this caps both. Applied by Docker with runc; gVisor keeps only a tmpfs's
+    size, mode and owner (and applies no IPC sysctls), so there filling kernel memory
+    ends the sandbox, which the pool makes the agent's crash."""
     pids_limit: int = 128
     mem_limit: str = "1g"
     """Memory limit; swap is disabled (memswap limit == mem limit)."""

@@ -203,14 +203,24 @@ class SandboxUser:
                 os.kill(-1, signal.SIGKILL)  # every process this uid may signal, except this one
             finally:
                 os._exit(0)
+        # The child is the sandbox uid's once it has dropped, so agent code can SIGSTOP it
+        # (kill(-1, SIGSTOP) in a loop): never wait for it unboundedly, kill it instead.
+        end = time.monotonic() + 0.5
         while True:
             try:
-                os.waitpid(child, 0)
-                return
-            except InterruptedError:
-                continue
+                pid, _ = os.waitpid(child, os.WNOHANG)
             except ChildProcessError:
                 return
+            if pid:
+                return
+            if time.monotonic() > end:
+                os.kill(child, signal.SIGKILL)  # kills a stopped process too
+                try:
+                    os.waitpid(child, 0)
+                except ChildProcessError:
+                    pass
+                return
+            time.sleep(0.0002)
 
     def pids(self) -> list:
         """Live (non-zombie) processes of the sandbox uid: everything agent code started."""
@@ -628,9 +638,9 @@ class Supervisor:
     def op_run(self, req: dict) -> tuple:
         seq = req["seq"]
         timeout = float(req.get("timeout") or self.args.default_timeout)
-        w, sent, lost_reason = self.start_cell(seq, req["code"], time.monotonic() + timeout)
+        w, started, sent, lost_reason = self.start_cell(seq, req["code"], timeout)
         if sent:
-            outcome, out, err, interrupted, duration = self.wait_for_cell(w, seq, timeout)
+            outcome, out, err, interrupted, duration = self.wait_for_cell(w, seq, timeout, started)
         else:
             self.kill_processes()
             outcome, interrupted, duration = {"status": "timeout", "error": (
@@ -672,9 +682,10 @@ class Supervisor:
             "state_lost_reason": lost_reason,
         }, b""
 
-    def start_cell(self, seq: int, code: str, deadline: float) -> tuple:
-        """Hand ``code`` to a live worker; returns it, whether the code reached it by the
-        cell's ``deadline``, and, when state was lost, why (the previous worker died
+    def start_cell(self, seq: int, code: str, timeout: float) -> tuple:
+        """Hand ``code`` to a live worker; returns it, when the cell's clock started (once
+        a worker was ready: a restart is not the agent's time), whether the code reached it
+        within ``timeout`` of that, and, when state was lost, why (the previous worker died
         between calls, or wrote to its control pipe after its result).
 
         Replacing a dead worker kills every process of the sandbox user first, so agent
@@ -695,22 +706,24 @@ class Supervisor:
             self.ensure_ready(seq)
             w = self.worker
             self.cell += 1
+            started = time.monotonic()
             try:
-                w.send({"op": "run", "code": code, "cell": self.cell}, deadline, lambda: self.heartbeat(seq))
-                return w, True, lost
+                w.send({"op": "run", "code": code, "cell": self.cell}, started + timeout, lambda: self.heartbeat(seq))
+                return w, started, True, lost
             except TimeoutError:  # the code may be half written: this worker is done
-                return w, False, lost
+                return w, started, False, lost
             except OSError:  # it died just now; the code has not run
                 self.reap_worker(killed=True)
                 lost = "your interpreter exited between calls"
         raise RuntimeError("the worker died twice before it could take the code")
 
-    def wait_for_cell(self, w: Worker, seq: int, timeout: float) -> tuple:
+    def wait_for_cell(self, w: Worker, seq: int, timeout: float, start: float) -> tuple:
         """Drain the worker's output until it answers, interrupting it at the deadline
         and killing it ``grace`` seconds later. Returns (outcome, stdout, stderr,
         interrupted, duration)."""
         out, err = HeadTail(self.args.output_limit), HeadTail(self.args.output_limit)
-        start = time.monotonic()
+        # One clock for the cell, started before its code was sent: a worker that reads its
+        # request slowly cannot stretch the cell to twice its timeout.
         deadline, kill_at, interrupted = start + timeout, None, False
         outcome = None
         while outcome is None:

@@ -673,3 +673,23 @@ async def test_a_process_whose_leader_is_a_zombie_does_not_survive_into_the_next
             [n for n in names if n == 'agtamper']
         """))
         assert seen.value == "[]", seen
+
+
+async def test_a_sigstop_storm_cannot_hang_the_reset(pool):
+    """The reset's sweep runs in a child that drops to the sandbox uid, which agent code can
+    then signal: a process that SIGSTOPs everything it may, in a loop, must not leave the
+    supervisor waiting on a stopped child (silent, so the host would call it hung)."""
+    async with pool.sandbox() as sb:
+        replaced = pool.stats.replaced
+        result = await _run(sb, textwrap.dedent("""
+            import subprocess, sys, time
+            subprocess.Popen([sys.executable, '-c',
+                'import os, signal\\nwhile True:\\n    try:\\n        os.kill(-1, signal.SIGSTOP)\\n'
+                '    except OSError:\\n        pass'], start_new_session=True)
+            time.sleep(0.5)
+            'started'
+        """), timeout=3)
+        assert result.status in ("ok", "timeout"), result  # the storm may stop this cell too
+        assert pool.stats.replaced == replaced
+    async with pool.sandbox() as sb:  # the reset ran (or the sandbox was discarded), never infra
+        assert (await _run(sb, "6 * 7")).value == "42"
