@@ -543,8 +543,8 @@ def _clean_up(proc: subprocess.Popen | None, cgroup: Any, directory: Path | None
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _kill_tree(root: int) -> None:
-    """SIGKILL ``root`` and every descendant (found through ``/proc/<pid>/stat``)."""
+def process_tree(root: int) -> list[int]:
+    """``root`` and every descendant, found through ``/proc/<pid>/stat`` (parents first)."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -560,7 +560,12 @@ def _kill_tree(root: int) -> None:
         pid = todo.pop()
         tree.append(pid)
         todo.extend(children.get(pid, []))
-    for pid in tree:
+    return tree
+
+
+def _kill_tree(root: int) -> None:
+    """SIGKILL ``root`` and every descendant."""
+    for pid in process_tree(root):
         try:
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):

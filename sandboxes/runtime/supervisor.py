@@ -110,9 +110,10 @@ def _become_subreaper() -> None:
         pass
 
 
-def _process_state(pid: int) -> str:
+def _process_state(pid: int, task: str = "") -> str:
+    """State letter of process ``pid`` (of its thread ``task`` when given); ``X`` when gone."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
+        with open(f"/proc/{pid}/task/{task}/stat" if task else f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return "X"
@@ -130,14 +131,7 @@ def _has_live_thread(pid: int) -> bool:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return False
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
-                    return True
-        except (OSError, IndexError):
-            continue
-    return False
+    return any(_process_state(pid, tid) not in ("Z", "X") for tid in tids)
 
 
 _LIBC = None

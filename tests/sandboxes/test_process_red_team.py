@@ -23,7 +23,7 @@ import pytest
 import pytest_asyncio
 
 from sandboxes import ProcessSandbox, SandboxConfig
-from sandboxes.process import isolation_support
+from sandboxes.process import isolation_support, process_tree
 
 pytestmark = pytest.mark.skipif(isolation_support().bwrap is None,
                                 reason=f"no bubblewrap sandbox here: {isolation_support().reason}")
@@ -77,24 +77,6 @@ def _sysctl_values() -> dict[str, str]:
     return out
 
 
-def _descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    todo, found = [root], []
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo.extend(children.get(pid, []))
-    return found
-
-
 def _host_credentials(pid: int) -> dict | None:
     """The host's view of a process: its command name, its four uids and gids, its groups."""
     try:
@@ -118,7 +100,7 @@ def _sandbox_processes(sb: ProcessSandbox) -> list[dict]:
     """Every process of the sandbox but bubblewrap's own (its launcher and its PID 1 reaper
     never run anything of the agent's) and the shell that joins the cgroup before it."""
     found = []
-    for pid in _descendants(sb._proc.pid):
+    for pid in process_tree(sb._proc.pid):
         creds = _host_credentials(pid)
         if creds is not None and creds["name"] not in ("bwrap", "sh"):
             found.append(creds)
@@ -358,26 +340,10 @@ NONROOT_SCRIPT = r"""
 import asyncio, json, os, sys
 sys.path[:0] = json.loads(sys.argv[1])
 from sandboxes import ProcessSandbox, SandboxConfig
-from sandboxes.process import isolation_support
+from sandboxes.process import isolation_support, process_tree
 
 support = isolation_support()
 report = {"support": [support.bwrap, support.reason], "uid": os.getuid()}
-
-def descendants(root):
-    children = {}
-    for e in os.listdir('/proc'):
-        if e.isdigit():
-            try:
-                ppid = int(open(f'/proc/{e}/stat').read().rsplit(')', 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(e))
-    todo, found = [root], []
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo.extend(children.get(pid, []))
-    return found
 
 async def main():
     sb = ProcessSandbox(SandboxConfig(mem_limit="512m", tmpfs_size="64m", pids_limit=64))
@@ -393,7 +359,7 @@ async def main():
             r = await sb.run(code, timeout=30)
             report["cells"][name] = [r.status, r.value, r.error]
         uids = []
-        for pid in descendants(sb._proc.pid):
+        for pid in process_tree(sb._proc.pid):
             try:
                 status = open(f'/proc/{pid}/status').read()
             except OSError:
