@@ -78,21 +78,11 @@ SUBREAPER = textwrap.dedent(r"""
         out.seek(0); err.seek(0)
         stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
 
+    from agentgym.lifeline import live_children  # stdlib only; no thread, no loop
+
     def leftovers():
-        found = {}
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                if int(fields[1]) != os.getpid() or fields[0] == "Z":
-                    continue
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    found[int(entry)] = f.read().replace(b"\0", b" ").decode(errors="replace")[:300]
-            except (OSError, ValueError, IndexError):
-                pass
-        return found
+        return {pid: b" ".join(cmdline).decode(errors="replace")[:300]
+                for pid, cmdline in live_children().items()}
 
     end = time.monotonic() + grace_s
     while True:
