@@ -170,8 +170,13 @@ class Trainer:
         # float32 master weights whatever model.dtype says: bf16 parameters (and a bf16
         # EWMA) round small AdamW steps away. model.dtype is the compute dtype.
         policy = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch.float32).to(self.info.device)
+        # from_pretrained returns eval mode, and transformers checkpoints activations only
+        # in training mode: without this, a run with no SFT warm start (which calls
+        # .train()) kept every activation whatever model.gradient_checkpointing said.
+        policy.train()
         if config.model.gradient_checkpointing:
-            policy.gradient_checkpointing_enable()
+            enable = getattr(policy, "activation_checkpointing_enable", None) or policy.gradient_checkpointing_enable
+            enable()
         self.run_dir = Path(config.log.run_dir)
         self.step = 0
         self.last_sync_s = 0.0

@@ -104,6 +104,7 @@ class PolicyUpdater:
     def update(self, batch: TokenBatch, generator: torch.Generator | None = None) -> dict[str, float]:
         """Run ``epochs x num_minibatches`` optimiser steps on ``batch``; return metrics."""
         t0 = time.perf_counter()
+        self.model.train()  # transformers checkpoints activations only in training mode
         batch = batch.to(self.info.device)
         n_all = all_reduce_sum(float(len(batch)), self.info)
         if n_all == 0:  # every episode of every process was dropped (infra-failed): nothing to learn from
