@@ -12,7 +12,7 @@ agentgym runs PPO-EWMA, so its step includes the proximal (EWMA) forward TRL doe
 have. Each side runs in its own process (TRL only in ``.venv-peers``, ``make peers-env``;
 its code never enters agentgym's) and reports, per step: wall time, generation time and
 tokens, training time and tokens, and its peak RSS. The first step is a warm-up; figures
-are medians of the rest.
+are medians of the rest (training tokens/s: of the steps that trained at all).
 
 Measured definitions (the same on both sides): rollout seconds = generating and scoring the
 completions (agentgym: the step's wall time minus its update and weight sync; TRL: its
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import statistics
@@ -194,12 +195,18 @@ def run_trl(steps: int, run_dir: str, task_ids: list[str]) -> dict:
 
 # ------------------------------------------------------------------------- report
 def summarise(result: dict) -> dict[str, float]:
+    """Medians over the steps after the warm-up. Training tokens/s is a median over the
+    steps that trained (an optimiser step on some rows): a step whose groups all had equal
+    rewards trains on nothing, and its 0 tokens/s would measure the rewards, not the
+    trainer. NaN when no step trained; ``trained_steps`` says how many did."""
     steps = result["steps"][1:] or result["steps"]  # the first step is a warm-up
     med = lambda key: statistics.median(s[key] for s in steps)
+    trained = [s for s in steps if s["optimizer_steps"] > 0 and s["trained_tokens"] > 0]
     return {
         "wall_per_step_s": med("wall_s"),
         "rollout_tokens_per_s": statistics.median(s["generated_tokens"] / s["rollout_s"] for s in steps),
-        "training_tokens_per_s": statistics.median(s["trained_tokens"] / s["train_s"] for s in steps),
+        "training_tokens_per_s": statistics.median(s["trained_tokens"] / s["train_s"] for s in trained) if trained else math.nan,
+        "trained_steps": float(len(trained)),
         "trained_rows_frac": med("trained_rows_frac"),
         "peak_rss_mb": result["peak_rss_mb"],
     }
@@ -210,12 +217,14 @@ def table(ours: dict[str, float], theirs: dict[str, float], trl_version: str) ->
             ("training tokens/s", "training_tokens_per_s", "{:,.0f}", "higher"),
             ("rollout tokens/s", "rollout_tokens_per_s", "{:,.0f}", "higher"),
             ("peak RSS", "peak_rss_mb", "{:,.0f} MB", "lower"),
-            ("rows trained on", "trained_rows_frac", "{:.2f}", "")]
+            ("rows trained on", "trained_rows_frac", "{:.2f}", ""),
+            ("steps that trained (after the warm-up)", "trained_steps", "{:.0f}", "")]
     out = [f"| {PROMPTS} prompts x {GROUP} samples, {NEW_TOKENS} new tokens, fp32, CPU | agentgym (PPO-EWMA) | TRL {trl_version} GRPO (beta=0) | agentgym / TRL |",
            "|---|---|---|---|"]
     for label, key, fmt, _ in rows:
         a, b = ours[key], theirs[key]
-        out.append(f"| {label} | {fmt.format(a)} | {fmt.format(b)} | {a / b:.2f} |")
+        ratio = f"{a / b:.2f}" if b and math.isfinite(a) and math.isfinite(b) else "n/a"
+        out.append(f"| {label} | {fmt.format(a)} | {fmt.format(b)} | {ratio} |")
     return "\n".join(out)
 
 
