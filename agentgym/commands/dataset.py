@@ -1,7 +1,10 @@
 """``agentgym dataset-report ENV``: what an env's questions are made of, split by split.
 
 The env is made as ``agentgym run`` would make it (same id, same kwargs), so the report
-describes exactly the questions that run would draw from. Only envs whose family holds
+describes exactly the questions that run would draw from. It ends with the shortcut audit
+(``tasks.search.shortcut``) of the test split (or the split ``-k split=`` names): per
+template, how often one BM25 query with the whole question finds the answer's document
+and how often a one-query reader answers right. Only envs whose family holds
 a question dataset (Search, SearchR1) have one; any other id is a user error.
 """
 
@@ -47,13 +50,44 @@ def _table(title: str, rows: dict[str, dict[Any, int]], sizes: dict[str, int]) -
     return table
 
 
+def _shortcuts(dataset: Any, questions: list[Any]) -> dict[str, Any]:
+    """The shortcut audit of ``questions``: one BM25 query with the whole question, top 5."""
+    from agentgym.retrieval import LocalRetriever
+    from tasks.search.shortcut import TOP_K, by_hops, shortcut_audit
+
+    index = LocalRetriever.for_corpus(dataset.corpus).index
+
+    def search(query: str, k: int) -> list[tuple[str, str]]:
+        return [(hit.doc_id, dataset.corpus[hit.position].contents) for hit in index.search(query, k)]
+
+    rows = shortcut_audit(questions, search)
+    return {"k": TOP_K, "templates": [r.to_json() for r in rows], "hops": by_hops(rows)}
+
+
+def _shortcut_table(audit: dict[str, Any], split: str) -> Any:
+    from rich.table import Table
+
+    table = Table(title=f"shortcut audit ({split} split): one BM25 query with the whole question, top {audit['k']}")
+    for column in ("template", "hops", "questions", "distinct answers", "final doc in top 5", "one-query reader"):
+        table.add_column(column, justify="left" if column == "template" else "right")
+    for row in audit["templates"]:
+        table.add_row(row["template"], str(row["hops"]), str(row["questions"]), str(row["distinct_answers"]),
+                      f"{100 * row['final_doc_in_top_k']:.1f}%", f"{100 * row['reader_solved']:.1f}%")
+    for hops, row in audit["hops"].items():
+        table.add_row(f"[bold]all {hops}-hop[/]", str(hops), str(row["questions"]), "",
+                      f"{100 * row['final_doc_in_top_k']:.1f}%", f"{100 * row['reader_solved']:.1f}%")
+    return table
+
+
 def dataset_report_command(env_id: str, env_kwargs: dict[str, Any], json_out: bool = False) -> int:
     from tasks.search.report import dataset_report
 
     dataset, hops = _dataset_of(env_id, env_kwargs)
     splits = {s: [q for q in qs if hops is None or q.num_hops == hops] for s, qs in dataset.splits.items()}
     report = dataset_report(splits, dataset.audit)  # the audit is the whole dataset's gate
-    report = {"env_id": env_id, "questions_version": dataset.version, "builder": dataset.builder, **report}
+    audit_split = str(env_kwargs.get("split", "test"))
+    report = {"env_id": env_id, "questions_version": dataset.version, "builder": dataset.builder, **report,
+              "shortcut_split": audit_split, "shortcuts": _shortcuts(dataset, splits.get(audit_split, []))}
     if json_out:
         print(json.dumps(report, indent=1, ensure_ascii=False, default=str))
         return 0
@@ -71,4 +105,5 @@ def dataset_report_command(env_id: str, env_kwargs: dict[str, Any], json_out: bo
         console.print(f"quality gate kept {sum(audit['kept'].values())}, rejected:")
         for reason, n in audit["rejected_by_reason"].items():
             console.print(f"  {n:6d}  {reason}  e.g. {audit['examples'].get(reason, [''])[0]}", markup=False)
+    console.print(_shortcut_table(report["shortcuts"], audit_split))
     return 0

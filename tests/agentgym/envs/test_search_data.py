@@ -97,3 +97,20 @@ def test_a_retired_id_is_refused_and_names_its_successor(old, new):
     assert env.unwrapped.env_id == new and env.unwrapped.fingerprint.fields["env"] == new
     assert env.unwrapped.fingerprint.fields["dataset_builder"] == "search-data-4"
     env.close()
+
+
+def test_dataset_report_prints_the_shortcut_audit_which_finds_v1s_shortcuts():
+    """One query solves v1's shared-neighbour capitals (the answer's profile names both countries)
+    and not its city bridges (the country profile does not name the city)."""
+    result = CliRunner().invoke(app, ["dataset-report", "agentgym/Search-v1", "--json"])
+    assert result.exit_code == 0, result.output
+    shortcuts = json.loads(result.output)["shortcuts"]
+    rows = {r["template"]: r for r in shortcuts["templates"]}
+    assert shortcuts["k"] == 5 and json.loads(result.output)["shortcut_split"] == "test"
+    assert rows["shared_neighbour_capital"]["final_doc_in_top_k"] > 0.9
+    assert rows["shared_neighbour_capital"]["reader_solved"] > 0.9
+    assert rows["city_country_capital"]["final_doc_in_top_k"] < 0.1
+    assert rows["city_country_capital"]["reader_solved"] < 0.1
+    assert shortcuts["hops"]["3"]["final_doc_in_top_k"] > 0.9
+    text = CliRunner().invoke(app, ["dataset-report", "agentgym/Search-v1"]).output
+    assert "shortcut audit (test split)" in text and "one-query reader" in text
