@@ -1,0 +1,135 @@
+"""Search-v2's scorer: right phrasings pass, wrong answers and sprays fail.
+
+``grade_answer_v2`` keeps Search-v1's contract (one final answer, reward 1.0 or 0.0, F1
+as a diagnostic, no format bonus) and changes what counts as the same answer:
+
+* names are compared by ``aliases.alias_key`` (accents, case, punctuation, spacing and
+  articles folded), against the golds widened by the alias tables ("USA", "Kiev",
+  "Nigerian naira", "Beethoven"; every seat of a contested capital with ``kind="capital"``);
+* a city may carry its own country: "Paris, France" (never another country);
+* years and numbers are compared as numbers: "1954", "in 1954", "the year 1954",
+  "1954 AD" and "1,954" (a thousands separator, not a list) are 1954; "1950s",
+  "c. 1954", "1953 or 1954" and "1954-1955" are not.
+
+The spraying guard stays: an answer that is not one accepted form as a whole and lists
+several candidates ("A, B", "A or B", "A/B", "A (B)") scores 0 with the guard
+``multiple_candidates``. "Washington, D.C." is one accepted form, so it is one answer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from tasks.search.aliases import AliasTables, AnswerKind, alias_key, fold, load_alias_tables
+from tasks.search.grading import DEFAULT_MAX_ANSWER_CHARS, Grade, GuardName, f1_score
+
+__all__ = ["AnswerKind", "accepted_answers", "grade_answer_v2", "parse_number"]
+
+# "in 1954", "the year 1954", "1954 AD", "AD 1954", "1954 CE", "year: 1954."
+_NUMBER = re.compile(
+    r"^(?:(?:in\s+)?(?:the\s+)?(?:year\s*:?\s*)?|in\s+)?(?:a\.?\s?d\.?\s+)?"
+    r"(?P<num>-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?)"
+    r"(?:\s*(?:a\.?\s?d\.?|c\.?\s?e\.?))?\.?$",
+    re.IGNORECASE,
+)
+# What separates candidates in a list: v1's separators plus brackets ("Kyiv (Kiev)").
+_LIST = re.compile(r",|/|;|\||&|\+|\n|\bor\b|\band\b|\bvs\b|\bversus\b|[()\[\]]", re.IGNORECASE)
+
+
+def parse_number(text: str) -> float | None:
+    """The one number ``text`` states as a year or count, else ``None``.
+
+    >>> parse_number("in 1954"), parse_number("1,954"), parse_number("1950s")
+    (1954.0, 1954.0, None)
+    """
+    match = _NUMBER.match(" ".join(text.strip().split()))
+    return None if match is None else float(match["num"].replace(",", ""))
+
+
+def _is_numeric(kind: AnswerKind | None, golds: Sequence[str]) -> bool:
+    if kind is not None:
+        return kind in ("year", "number")
+    return bool(golds) and all(re.fullmatch(r"-?\d+(?:\.\d+)?", g.strip()) for g in golds)
+
+
+def accepted_answers(golds: Sequence[str], kind: AnswerKind = "entity",
+                     tables: AliasTables | None = None) -> tuple[str, ...]:
+    """Every form ``grade_answer_v2`` accepts for these golds (golds first).
+
+    Write these into a question's ``golden_answers`` to make a QA file that scores the
+    same under plain exact match.
+    """
+    if kind in ("year", "number"):
+        return tuple(golds)
+    return (tables or load_alias_tables()).expand(golds, kind)
+
+
+def _city_with_country(answer: str, golds: Sequence[str], kind: AnswerKind, tables: AliasTables) -> bool:
+    """"Paris, France": an accepted city form, a comma, and that city's own country."""
+    if answer.count(",") != 1:
+        return False
+    city, country = (part.strip() for part in answer.split(","))
+    for group in tables.cities_named(golds, kind):
+        if alias_key(city) in {alias_key(f) for f in (group.name, *group.forms)} and \
+                alias_key(country) in {alias_key(f) for f in tables.country_forms(group.country)}:
+            return True
+    return False
+
+
+def _matches(answer: str, golds: Sequence[str], kind: AnswerKind | None, tables: AliasTables) -> tuple[bool, tuple[str, ...]]:
+    if _is_numeric(kind, golds):
+        value = parse_number(answer)
+        numbers = {parse_number(g) for g in golds} - {None}
+        return value is not None and value in numbers, tuple(golds)
+    entity_kind: AnswerKind = kind or "entity"
+    accepted = accepted_answers(golds, entity_kind, tables)
+    key = alias_key(answer)
+    if key in {alias_key(form) for form in accepted}:
+        return True, accepted
+    return _city_with_country(answer, golds, entity_kind, tables), accepted
+
+
+def grade_answer_v2(
+    prediction: str | None,
+    golds: Sequence[str],
+    *,
+    kind: AnswerKind | None = None,
+    max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
+    tables: AliasTables | None = None,
+) -> Grade:
+    """Grade one final answer against a question's golds.
+
+    Args:
+        prediction: the agent's single final answer (``None`` when it gave none).
+        golds: the gold forms of the one right answer (a question's ``golden_answers``).
+        kind: what the question asks for. ``"capital"`` accepts every seat of a contested
+            capital; ``"year"``/``"number"`` compare numbers; a group kind ("country",
+            "city", "currency", "person", "language") widens golds only by that table.
+            ``None``: numbers when every gold is a number, else any table ("entity"),
+            where a gold that names two entities ("Luxembourg") is not widened.
+        max_answer_chars: answers longer than this (after stripping) score 0.
+        tables: alias tables (default: the shipped ones).
+    """
+    tables = tables or load_alias_tables()
+    answer = (prediction or "").strip()
+    guard: GuardName | None = None
+    em, accepted = False, tuple(golds)
+    if not alias_key(answer):
+        guard = "empty"
+    elif len(answer) > max_answer_chars:
+        guard = "too_long"
+    else:
+        em, accepted = _matches(answer, golds, kind, tables)
+        if not em and _lists_candidates(answer):
+            guard = "multiple_candidates"
+    f1 = f1_score(answer, accepted) if alias_key(answer) else 0.0
+    return Grade(reward=1.0 if em and guard is None else 0.0, exact_match=em, f1=f1, guard=guard,
+                 normalized_answer=fold(answer))
+
+
+def _lists_candidates(answer: str) -> bool:
+    """Several non-empty parts split by a list separator (a bare "1,954" is one number)."""
+    if parse_number(answer) is not None:
+        return False
+    return sum(1 for part in _LIST.split(answer) if alias_key(part)) >= 2
