@@ -7,6 +7,9 @@ are worth, because a task a policy solves without its tools does not teach tool 
 * ``one_search`` (Search): searches the question text once and answers a span of the top
   result (a year for "what year" questions, else the first name the question does not
   already contain, or, for an "A or B" question, the option the result is about).
+* ``regex_agent`` (Search): the scripted agent of ``agentgym.regex_agent``, one regex and
+  one recipe of BM25 lookups per Search-v1 template, nothing learned; it shows how much of
+  a question set a handful of recipes solves.
 * ``no_code`` (DataAnalysis): answers from the file list (column names, row counts) and the
   question, without running code.
 
@@ -29,7 +32,7 @@ from agentgym.env import ToolEnv
 from agentgym.errors import ConfigError
 
 __all__ = ["Policy", "get_policy", "no_code_policy", "no_tool_policy", "one_search_policy", "oracle_policy",
-           "random_text_policy"]
+           "random_text_policy", "regex_agent_policy"]
 
 Policy = Callable[[ToolEnv, str, dict[str, Any]], Union[str, Awaitable[str]]]
 
@@ -164,6 +167,31 @@ def one_search_policy(env: ToolEnv, observation: str, info: dict[str, Any]) -> s
     return _answer_action(env, top_result_span(question, top.group("title"), top.group("text")) or "unknown")
 
 
+_SCRIPTED: dict[int, tuple[str, str]] = {}  # id(env.unwrapped) -> (task id, the answer its script found)
+
+
+async def regex_agent_policy(env: ToolEnv, observation: str, info: dict[str, Any]) -> str:
+    """Run the scripted regex agent's searches, show them through the search tool, then answer."""
+    from agentgym.regex_agent import RegexAgent
+
+    family = env.get_wrapper_attr("family")
+    _search_dataset(env)
+    key, task_id = id(env.unwrapped), info.get("task_id") or env.get_wrapper_attr("task").task_id
+    if key in _SCRIPTED and _SCRIPTED[key][0] == task_id:
+        return _answer_action(env, _SCRIPTED.pop(key)[1])
+
+    async def search(query: str, k: int) -> list[str]:
+        return [doc.contents for doc in (await family.retriever.search([query], k))[0]]
+
+    agent = RegexAgent(search)
+    answer = await agent.answer(_question_text(observation) or "")
+    _SCRIPTED[key] = (task_id, answer)
+    tags = getattr(env.get_wrapper_attr("parser"), "name", "") == "tags"
+    if tags or not agent.queries:
+        return f"<search>{(agent.queries or ['unknown'])[0]}</search>" if tags else _answer_action(env, answer)
+    return "".join(_tool_call("search", {"query": q}) for q in agent.queries)
+
+
 def _guess_field(spec: dict[str, Any], question: str, files: list[tuple[str, int, list[str]]]) -> Any:
     """A guess of one answer field (its JSON schema ``spec``) from what the prompt shows (no
     data read, no code run); a list field gets a list of one guess of its item."""
@@ -202,7 +230,8 @@ def no_code_policy(env: ToolEnv, observation: str, info: dict[str, Any]) -> str:
 
 
 _POLICIES: dict[str, Policy] = {"oracle": oracle_policy, "random": random_text_policy, "no_tool": no_tool_policy,
-                                "one_search": one_search_policy, "no_code": no_code_policy}
+                                "one_search": one_search_policy, "no_code": no_code_policy,
+                                "regex_agent": regex_agent_policy}
 
 
 def get_policy(name: str) -> Policy:
