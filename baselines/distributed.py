@@ -8,7 +8,9 @@
 
 Both average gradients over processes; the loss therefore multiplies by the world size
 and divides by the *global* token count, which makes the update equal to a
-single-process update on the concatenated batch.
+single-process update on the concatenated batch. For that to hold with several
+minibatches, the minibatches are a partition of the global batch drawn once, alike on
+every process (:func:`baselines.update.global_minibatch_rows`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-__all__ = ["DistInfo", "Strategy", "init_distributed", "wrap_model", "unwrap_model", "full_state_dict", "all_reduce_sum", "all_reduce_max", "shard_like"]
+__all__ = ["DistInfo", "Strategy", "init_distributed", "wrap_model", "unwrap_model", "full_state_dict", "all_reduce_sum", "all_reduce_max", "all_gather_counts", "shard_like"]
 
 Strategy = Literal["none", "ddp", "fsdp2"]
 
@@ -129,3 +131,13 @@ def all_reduce_max(value: float, info: DistInfo) -> float:
     t = torch.tensor([float(value)], dtype=torch.float64, device=info.device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return float(t.item())
+
+
+def all_gather_counts(value: int, info: DistInfo) -> list[int]:
+    """Every process's ``value`` (a count), indexed by rank; ``[value]`` in one process."""
+    if not info.enabled:
+        return [int(value)]
+    t = torch.zeros(info.world_size, dtype=torch.float64, device=info.device)
+    t[info.rank] = float(value)
+    dist.all_reduce(t)
+    return [int(v) for v in t.tolist()]

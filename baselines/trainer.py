@@ -110,13 +110,11 @@ def resolve_model_path(config: TrainConfig, info: DistInfo) -> str:
     """``model.path``, or the tiny model built (once, by the main process) for the env."""
     if config.model.path:
         return config.model.path
-    from dataclasses import asdict
-
     from baselines.tiny_model import TinyModelSpec, build_tiny_model
 
     out = Path(config.model.tiny_dir)
     if info.is_main:
-        build_tiny_model(out, env_corpus(config.env.id, config.env.kwargs), TinyModelSpec(**asdict(config.model.tiny), seed=config.seed))
+        build_tiny_model(out, env_corpus(config.env.id, config.env.kwargs), TinyModelSpec(**config.model.tiny.model_dump(), seed=config.seed))
     if info.enabled:
         torch.distributed.barrier()
     return str(out)
@@ -292,7 +290,7 @@ class Trainer:
         adv = group_normalized_advantages(rewards, [t.group_id for t in trajs], normalize_std=cfg.algo.normalize_std, eps=cfg.algo.adv_eps)
         tokens = collate(trajs, adv, self.tokenizer.pad_token_id)  # no rows when every local episode infra-failed
         tokens.staleness = token_staleness(trajs, self.engine.version)
-        gen = torch.Generator().manual_seed(cfg.seed * 7919 + self.step)
+        gen = torch.Generator().manual_seed(cfg.seed * 7919 + self.step)  # the same on every rank: one global minibatch partition
         metrics = self.updater.update(tokens, generator=gen)
         if metrics["train/optimizer_steps"] > 0:
             self.sync_engine()

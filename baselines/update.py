@@ -42,7 +42,7 @@ import torch
 from torch import nn
 
 from baselines.config import AlgoConfig
-from baselines.distributed import DistInfo, all_reduce_max, all_reduce_sum, unwrap_model
+from baselines.distributed import DistInfo, all_gather_counts, all_reduce_max, all_reduce_sum, unwrap_model
 from baselines.ewma import EWMAModel
 from baselines.logprobs import first_generated_position, sequence_logprobs
 from baselines.loss import ppo_ewma_loss
@@ -50,7 +50,7 @@ from baselines.mismatch import mis_kept_mask, mismatch_metrics, mismatch_weights
 from baselines.staleness import mismatch_by_staleness
 from baselines.trajectory import TokenBatch
 
-__all__ = ["PolicyUpdater"]
+__all__ = ["PolicyUpdater", "global_minibatch_rows"]
 
 
 class PolicyUpdater:
@@ -102,7 +102,11 @@ class PolicyUpdater:
         return not one_step or (mismatch.mode == "mis" and mismatch.mis_denominator == "kept")
 
     def update(self, batch: TokenBatch, generator: torch.Generator | None = None) -> dict[str, float]:
-        """Run ``epochs x num_minibatches`` optimiser steps on ``batch``; return metrics."""
+        """Run ``epochs x num_minibatches`` optimiser steps on ``batch``; return metrics.
+
+        ``batch`` is this process's share; ``generator`` draws the minibatch partition of
+        the global batch (:func:`global_minibatch_rows`) and must be seeded the same on
+        every process (None: a seed is drawn and agreed on)."""
         t0 = time.perf_counter()
         self.model.train()  # transformers checkpoints activations only in training mode
         batch = batch.to(self.info.device)
@@ -131,9 +135,9 @@ class PolicyUpdater:
 
         sums: dict[str, float] = defaultdict(float)
         steps = taken = 0
+        generator = _same_on_every_rank(generator, self.info)
         for _ in range(self.algo.epochs):
-            order = torch.randperm(len(batch), generator=generator)
-            for rows in order.tensor_split(self.algo.num_minibatches):
+            for rows in global_minibatch_rows(len(batch), self.algo.num_minibatches, generator, self.info):
                 stats = self._optimizer_step(batch.select(rows.to(batch.input_ids.device)))
                 if stats:
                     for k, v in stats.items():
@@ -279,6 +283,35 @@ class PolicyUpdater:
         if self.info.strategy == "fsdp2" and hasattr(self.model, "set_requires_gradient_sync"):
             self.model.set_requires_gradient_sync(last)
         return contextlib.nullcontext()
+
+
+def global_minibatch_rows(n_local: int, num_minibatches: int, generator: torch.Generator | None,
+                          info: DistInfo = DistInfo()) -> list[torch.Tensor]:
+    """This process's local row indices of each minibatch of the *global* batch.
+
+    The global batch is the processes' shares concatenated in rank order (rank ``r``'s rows
+    are global rows ``offset_r .. offset_r + n_r - 1``). One permutation of all
+    ``N = sum_r n_r`` rows is drawn (``generator`` seeded alike everywhere, so every
+    process draws the same) and split into ``num_minibatches`` parts; each process takes
+    its own rows of each part. Minibatch ``j`` then holds exactly the rows one process
+    would put in it, so N processes take the optimiser steps of one. (Each process
+    permuting its own rows instead gives a different partition whenever
+    ``num_minibatches > 1``.) A process may have no rows in a minibatch: it still joins
+    the step's collectives (:func:`_rows_or_placeholder`).
+    """
+    counts = all_gather_counts(n_local, info)
+    offset = sum(counts[: info.rank])
+    order = torch.randperm(sum(counts), generator=generator)
+    return [part[(part >= offset) & (part < offset + n_local)] - offset for part in order.tensor_split(num_minibatches)]
+
+
+def _same_on_every_rank(generator: torch.Generator | None, info: DistInfo) -> torch.Generator | None:
+    """``generator``, or without one in a process group, one seeded alike on every rank
+    (the global RNGs are seeded per rank)."""
+    if generator is not None or not info.enabled:
+        return generator
+    seed = int(all_reduce_max(float(torch.randint(0, 2**31 - 1, (1,)).item()), info))
+    return torch.Generator().manual_seed(seed)
 
 
 def _rows_or_placeholder(batch: TokenBatch, rows: torch.Tensor) -> TokenBatch:

@@ -8,7 +8,9 @@ or WORLD_SIZE=1 for the single-process reference). CASE:
   the zero-advantage filter while rank 0's are not;
 * ``no_rows``: rank 1 has no rows at all (all its episodes infra-failed); the
   single-process reference has rows 0..2;
-* ``rng``: save a checkpoint, draw, load it, draw again (per-rank RNG streams).
+* ``rng``: save a checkpoint, draw, load it, draw again (per-rank RNG streams);
+* ``minibatches``: as ``unequal`` with ``num_minibatches=2``, so which rows share an
+  optimiser step depends on how the batch is partitioned (one global permutation).
 """
 
 from __future__ import annotations
@@ -79,7 +81,8 @@ def main(strategy: str, out: str, case: str = "unequal") -> None:
         shard_like(ewma.module, info)
     wrapped = wrap_model(model, info)
     opt = torch.optim.AdamW(wrapped.parameters(), lr=1e-2)
-    algo = AlgoConfig(proximal="ewma", epochs=2, num_minibatches=1, micro_batch_size=2, lr=1e-2, imp_samp_max=3.0)
+    algo = AlgoConfig(proximal="ewma", epochs=2, num_minibatches=2 if case == "minibatches" else 1, micro_batch_size=2, lr=1e-2,
+                      imp_samp_max=3.0)
     batch = make_batch(case)
     if info.world_size > 1:  # rank 0: rows 0..2, rank 1: rows 3..4 (unequal on purpose), or none
         rows = torch.arange(0, 3) if info.rank == 0 else torch.arange(3, len(batch))
@@ -94,7 +97,7 @@ def main(strategy: str, out: str, case: str = "unequal") -> None:
         ewma_state = ewma.module.state_dict()
     if info.rank == 0:
         torch.save({"policy": state, "ewma": {k: v.detach().clone() for k, v in ewma_state.items()}, "loss": metrics["loss/policy"],
-                    "optimizer_steps": metrics["train/optimizer_steps"]}, out)
+                    "optimizer_steps": metrics["train/optimizer_steps"], "entropy": metrics["policy/entropy"]}, out)
     if info.world_size > 1:
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()

@@ -79,6 +79,22 @@ def test_a_rank_with_nothing_to_learn_joins_the_step_of_a_rank_that_has(strategy
         torch.testing.assert_close(dist["policy"][name], want, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
 
 
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp2"])
+def test_two_processes_equal_one_with_several_minibatches(strategy, tmp_path):
+    """num_minibatches=2 over an unequal 3/2 split: each minibatch must hold the same rows
+    as in one process (one permutation of the global batch, each rank its rows of it),
+    or the two optimiser steps see different data."""
+    ref = _run("none", 1, tmp_path / "ref.pt", "minibatches")
+    dist = _run(strategy, 2, tmp_path / f"{strategy}.pt", "minibatches")
+    assert dist["optimizer_steps"] == ref["optimizer_steps"] == 4  # 2 epochs x 2 minibatches
+    assert dist["loss"] == pytest.approx(ref["loss"], rel=1e-5, abs=1e-6)
+    assert dist["entropy"] == pytest.approx(ref["entropy"], rel=1e-5, abs=1e-6)
+    for name, want in ref["policy"].items():
+        torch.testing.assert_close(dist["policy"][name], want, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
+    for name, want in ref["ewma"].items():
+        torch.testing.assert_close(dist["ewma"][name], want, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
+
+
 def test_resume_gives_each_rank_its_own_rng_stream_back(tmp_path):
     _run("ddp", 2, tmp_path / "rng", "rng")
     r0, r1 = (torch.load(tmp_path / f"rng.rank{r}", weights_only=False) for r in (0, 1))
