@@ -1,131 +1,117 @@
-"""Training configuration: dataclasses that validate themselves, loaded from YAML.
+"""Training configuration: pydantic models loaded from YAML.
 
 ``load_config(path, overrides)`` reads a YAML file into :class:`TrainConfig` and applies
 ``key=value`` overrides with dotted keys (``algo.lr=3e-4``, ``rollout.engine=vllm``);
 values are parsed as YAML scalars. Unknown keys are errors that suggest the closest key.
 
-Every numeric field carries its allowed range (``field(metadata=...)`` made by
-:func:`at_least`, :func:`above`, :func:`between`), checked when the dataclass is built,
-so ``steps: -5`` or ``top_p: 7`` fail at load with the key's dotted name instead of
-starting a run; ``env.id`` must be a registered env and ``env.kwargs`` must be its kwargs.
-An unreadable file (a directory, bad YAML, not UTF-8) is a one-line :class:`ConfigError`.
+Every numeric field declares its allowed range on the field (``Field(ge=..., gt=...,
+le=...)``) and must be finite, so ``steps: -5`` or ``top_p: 7`` fail at load with the
+key's dotted name instead of starting a run; ``env.id`` must be a registered env and
+``env.kwargs`` must be its kwargs. Integers, booleans and strings are taken as YAML typed
+them (``steps: 2.5`` or ``tensorboard: 1`` is an error, never a silent conversion); a
+float also accepts a numeric string, because YAML 1.1 reads ``1e-5`` as one.
+
+Whatever goes wrong, from an unreadable file to a value out of range, is a one-line
+:class:`ConfigError` naming the file or the dotted key: pydantic's first error,
+rewritten as "Expected X, actual value: Y".
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
 import types
 import typing
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 
 from baselines.errors import ConfigError
 from baselines.mismatch import MismatchConfig
 
 __all__ = [
     "TrainConfig", "ModelConfig", "EnvConfig", "RolloutConfig", "VLLMConfig", "AlgoConfig",
-    "SFTConfig", "LogConfig", "DistConfig", "TinySpecConfig", "Bound", "load_config", "config_from_dict",
+    "SFTConfig", "LogConfig", "DistConfig", "TinySpecConfig", "ConfigError", "load_config", "config_from_dict",
     "config_to_dict", "apply_overrides",
 ]
 
 
-@dataclass(frozen=True)
-class Bound:
-    """The allowed range of a numeric config field (always finite)."""
-
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False
-    high_open: bool = False
-
-    def holds(self, value: float) -> bool:
-        if not math.isfinite(value):
-            return False
-        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
-            return False
-        return self.high is None or (value < self.high if self.high_open else value <= self.high)
-
-    def __str__(self) -> str:
-        if self.high is None:
-            return f"{'>' if self.low_open else '>='} {self.low:g}"
-        return f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+def _not_bool(value: Any) -> Any:
+    # pydantic's lax float takes True as 1.0; a flag where a number belongs is a mistake.
+    if isinstance(value, bool):
+        raise PydanticCustomError("float_type", "Input should be a valid number")
+    return value
 
 
-def at_least(low: float, default: Any) -> Any:
-    """A field whose value must be ``>= low``."""
-    return field(default=default, metadata={"bound": Bound(low)})
+Real = Annotated[float, BeforeValidator(_not_bool)]
+"""A float field: ints and numeric strings (YAML 1.1's ``1e-5``) convert, bools do not."""
 
 
-def above(low: float, default: Any) -> Any:
-    """A field whose value must be ``> low``."""
-    return field(default=default, metadata={"bound": Bound(low, low_open=True)})
+class _Section(BaseModel):
+    """A config section: unknown keys refused, floats finite, and errors raised as one-line
+    :class:`ConfigError` naming the key with ``section`` (``rollout.``) in front.
 
+    pydantic builds a nested section through its ``__init__`` too (a custom ``__init__``
+    is called for every instance), so each section words the errors of its own keys and
+    its parent passes the :class:`ConfigError` on unchanged.
+    """
 
-def between(low: float, high: float, default: Any, *, low_open: bool = False) -> Any:
-    """A field whose value must be in ``[low, high]`` (``(low, high]`` when ``low_open``)."""
-    return field(default=default, metadata={"bound": Bound(low, high, low_open=low_open)})
-
-
-class _RangeChecked:
-    """Checks every field's :class:`Bound` after construction; ``section`` is the dotted
-    prefix the messages name (``rollout.``)."""
-
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, use_attribute_docstrings=True)
     section: ClassVar[str] = ""
 
-    def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):  # type: ignore[arg-type]
-            bound, value = f.metadata.get("bound"), getattr(self, f.name)
-            if bound is not None and value is not None and not bound.holds(value):
-                raise ConfigError(f"Expected {self.section}{f.name} {bound}, actual value: {value!r}")
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as e:
+            raise _one_line(e, type(self)) from e
 
 
-@dataclass
-class TinySpecConfig(_RangeChecked):
+class TinySpecConfig(_Section):
     """Size of the locally built random-init model (used when ``model.path`` is empty)."""
 
     section: ClassVar[str] = "model.tiny."
-    vocab_size: int = at_least(1, 1024)
-    hidden_size: int = at_least(1, 128)
-    intermediate_size: int = at_least(1, 384)
-    num_hidden_layers: int = at_least(1, 2)
-    num_attention_heads: int = at_least(1, 4)
-    num_key_value_heads: int = at_least(1, 2)
+    vocab_size: StrictInt = Field(1024, ge=1)
+    hidden_size: StrictInt = Field(128, ge=1)
+    intermediate_size: StrictInt = Field(384, ge=1)
+    num_hidden_layers: StrictInt = Field(2, ge=1)
+    num_attention_heads: StrictInt = Field(4, ge=1)
+    num_key_value_heads: StrictInt = Field(2, ge=1)
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    @model_validator(mode="after")
+    def _heads_divide(self) -> TinySpecConfig:
         if self.hidden_size % self.num_attention_heads or self.num_attention_heads % self.num_key_value_heads:
             raise ConfigError(
                 "Expected model.tiny.hidden_size divisible by num_attention_heads, and num_attention_heads by "
                 f"num_key_value_heads, actual values: {self.hidden_size}, {self.num_attention_heads}, "
                 f"{self.num_key_value_heads}"
             )
+        return self
 
 
-@dataclass
-class ModelConfig:
-    path: str | None = None
+class ModelConfig(_Section):
+    section: ClassVar[str] = "model."
+    path: StrictStr | None = None
     """A local HF model directory; empty builds the tiny model into ``tiny_dir``."""
-    tiny_dir: str = ".cache/agentgym-tiny-model"
-    tiny: TinySpecConfig = field(default_factory=TinySpecConfig)
+    tiny_dir: StrictStr = ".cache/agentgym-tiny-model"
+    tiny: TinySpecConfig = Field(default_factory=TinySpecConfig)
     dtype: Literal["float32", "bfloat16"] = "float32"
     """Compute dtype of the trainer's forwards and of the rollout engine's weights. The
     trainer's parameters, gradients, optimiser state and EWMA always stay float32 (master
     weights): AdamW steps of ~1e-6 round away in bf16. ``bfloat16`` runs the forwards
     under autocast (one process, DDP) or FSDP2's ``MixedPrecisionPolicy(param_dtype=bf16,
     reduce_dtype=fp32)``."""
-    gradient_checkpointing: bool = False
+    gradient_checkpointing: StrictBool = False
 
 
-@dataclass
-class EnvConfig:
-    id: str = "agentgym/Calculator-v0"
+class EnvConfig(_Section):
+    section: ClassVar[str] = "env."
+    id: StrictStr = "agentgym/Calculator-v0"
     """A registered env id (checked at load, with the closest ids suggested)."""
-    kwargs: dict[str, Any] = field(default_factory=dict)
+    kwargs: dict[str, Any] = Field(default_factory=dict)
     """Passed to ``gym.make`` (e.g. ``{difficulty: 1}``); checked against the env's constructor."""
-    eval_split: str = "validation"
+    eval_split: StrictStr = "validation"
 
     @property
     def is_team(self) -> bool:
@@ -134,7 +120,8 @@ class EnvConfig:
 
         return is_multi_agent_env(self.id)
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _registered(self) -> EnvConfig:
         import agentgym  # noqa: F401 - registers the envs
         from agentgym.envs import check_env_id, check_env_kwargs
         from agentgym.errors import ConfigError as EnvConfigError
@@ -147,57 +134,56 @@ class EnvConfig:
             check_env_kwargs(self.id, self.kwargs)
         except EnvConfigError as e:
             raise ConfigError(f"env.kwargs: {e}") from e
+        return self
 
 
-@dataclass
-class VLLMConfig(_RangeChecked):
+class VLLMConfig(_Section):
     section: ClassVar[str] = "rollout.vllm."
-    tensor_parallel_size: int = at_least(1, 1)
-    gpu_memory_utilization: float = between(0, 1, 0.5, low_open=True)
+    tensor_parallel_size: StrictInt = Field(1, ge=1)
+    gpu_memory_utilization: Real = Field(0.5, gt=0, le=1)
     """Fraction of GPU memory for vLLM (GPU platforms; ignored by vLLM's CPU build, where
     a fraction would be of host RAM: size its KV cache with ``kv_cache_memory_bytes`` or
     ``VLLM_CPU_KVCACHE_SPACE`` in GiB)."""
-    kv_cache_memory_bytes: int | None = at_least(1, None)
+    kv_cache_memory_bytes: StrictInt | None = Field(None, ge=1)
     """An explicit KV-cache size in bytes (any platform); None lets vLLM decide."""
-    enforce_eager: bool = False
-    max_model_len: int | None = at_least(1, None)
+    enforce_eager: StrictBool = False
+    max_model_len: StrictInt | None = Field(None, ge=1)
 
 
-@dataclass
-class RolloutConfig(_RangeChecked):
+class RolloutConfig(_Section):
     section: ClassVar[str] = "rollout."
     engine: Literal["hf", "vllm"] = "hf"
-    tasks_per_step: int = at_least(1, 8)
+    tasks_per_step: StrictInt = Field(8, ge=1)
     """Distinct tasks per training step (across all processes)."""
-    group_size: int = at_least(1, 8)
+    group_size: StrictInt = Field(8, ge=1)
     """Samples per task; advantages are normalised within a group."""
-    max_new_tokens: int = at_least(1, 64)
-    temperature: float = at_least(0, 1.0)
-    top_p: float = between(0, 1, 1.0, low_open=True)
-    max_seq_len: int = at_least(2, 1024)
+    max_new_tokens: StrictInt = Field(64, ge=1)
+    temperature: Real = Field(1.0, ge=0)
+    top_p: Real = Field(1.0, gt=0, le=1)
+    max_seq_len: StrictInt = Field(1024, ge=2)
     """Prompt plus generated tokens; must leave room for ``max_new_tokens``."""
-    max_batch_size: int = at_least(1, 64)
+    max_batch_size: StrictInt = Field(64, ge=1)
     """hf engine: prompts per ``generate`` call."""
-    drift_check_frac: float = between(0, 1, 0.25)
-    max_staleness: int = at_least(0, 1)
+    drift_check_frac: Real = Field(0.25, ge=0, le=1)
+    max_staleness: StrictInt = Field(1, ge=0)
     """Asynchronous rollout (:mod:`baselines.async_rollout`): a group admitted at step
     ``e`` is trained on by step ``e + max_staleness``; episodes keep running while the
     trainer updates. 0 is the synchronous loop's behaviour, token for token."""
-    step_timeout_s: float = above(0, 600.0)
+    step_timeout_s: Real = Field(600.0, gt=0)
     """Backstop for one env step in the asynchronous rollout: past it the episode is
     dropped as infra-failed. Keep it above the env's worst tool timeout x attempts."""
     fleet: Literal["none", "ray"] = "none"
     """Where the rollout's envs run: ``none``, in this process; ``ray``, on Ray env workers
     (``agentgym.fleet``, ``pip install 'agentgym[ray]'``; the cluster in ``RAY_ADDRESS`` or
     the last ``ray start``, else a local instance), driven through the same async env API."""
-    fleet_workers: int = at_least(1, 2)
+    fleet_workers: StrictInt = Field(2, ge=1)
     """Ray env workers with ``fleet: ray``; the rollout's envs are spread evenly over them."""
-    fleet_address: str = "auto"
+    fleet_address: StrictStr = "auto"
     """The Ray cluster with ``fleet: ray``: ``auto``, ``local`` (a new local instance) or an address."""
-    vllm: VLLMConfig = field(default_factory=VLLMConfig)
+    vllm: VLLMConfig = Field(default_factory=VLLMConfig)
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    @model_validator(mode="after")
+    def _sampling_matches_training(self) -> RolloutConfig:
         if self.top_p < 1:
             raise ConfigError(
                 f"Expected rollout.top_p = 1, actual value: {self.top_p}. With top_p < 1 the engine's log-probs are "
@@ -208,105 +194,99 @@ class RolloutConfig(_RangeChecked):
         if self.max_seq_len <= self.max_new_tokens:
             raise ConfigError(f"Expected rollout.max_seq_len > rollout.max_new_tokens (room for the prompt), "
                               f"actual values: {self.max_seq_len}, {self.max_new_tokens}")
+        return self
 
 
-@dataclass
-class AlgoConfig(_RangeChecked):
+class AlgoConfig(_Section):
     section: ClassVar[str] = "algo."
     proximal: Literal["ewma", "behaviour"] = "ewma"
     """``ewma``: PPO-EWMA; ``behaviour``: plain PPO (proximal = behaviour policy)."""
-    ewma_age: float = at_least(0, 4.0)
+    ewma_age: Real = Field(4.0, ge=0)
     """Mean age of the EWMA in optimiser steps; ``beta = age / (age + 1)``."""
-    ewma_reference_batch_size: int | None = at_least(1, None)
+    ewma_reference_batch_size: StrictInt | None = Field(None, ge=1)
     """If set, ``ewma_age`` was tuned at this many episodes per optimiser step and is
     rescaled to the actual minibatch size (batch size invariance)."""
     ewma_device: Literal["policy", "cpu"] = "policy"
-    eps_low: float = field(default=0.2, metadata={"bound": Bound(0, 1, low_open=True, high_open=True)})
-    eps_high: float = above(0, 0.2)
-    imp_samp_max: float = at_least(1, 2.0)
-    normalize_std: bool = True
-    adv_eps: float = above(0, 1e-6)
-    epochs: int = at_least(1, 1)
-    num_minibatches: int = at_least(1, 1)
+    eps_low: Real = Field(0.2, gt=0, lt=1)
+    eps_high: Real = Field(0.2, gt=0)
+    imp_samp_max: Real = Field(2.0, ge=1)
+    normalize_std: StrictBool = True
+    adv_eps: Real = Field(1e-6, gt=0)
+    epochs: StrictInt = Field(1, ge=1)
+    num_minibatches: StrictInt = Field(1, ge=1)
     """Optimiser steps per epoch; the batch is split into this many minibatches."""
-    micro_batch_size: int = at_least(1, 8)
+    micro_batch_size: StrictInt = Field(8, ge=1)
     """Sequences per forward/backward (gradient accumulation within a minibatch)."""
-    lr: float = above(0, 1e-5)
-    weight_decay: float = at_least(0, 0.0)
-    max_grad_norm: float = above(0, 1.0)
-    mismatch: MismatchConfig = field(default_factory=MismatchConfig)
+    lr: Real = Field(1e-5, gt=0)
+    weight_decay: Real = Field(0.0, ge=0)
+    max_grad_norm: Real = Field(1.0, gt=0)
+    mismatch: MismatchConfig = Field(default_factory=MismatchConfig)
+    """Checked by :class:`~baselines.mismatch.MismatchConfig` itself (a dataclass)."""
 
 
-@dataclass
-class SFTConfig(_RangeChecked):
+class SFTConfig(_Section):
     """Supervised warm start on oracle-policy trajectories (before RL)."""
 
     section: ClassVar[str] = "sft."
-    episodes: int = at_least(0, 0)
+    episodes: StrictInt = Field(0, ge=0)
     """Oracle episodes to imitate; 0 disables SFT."""
-    steps: int = at_least(1, 300)
+    steps: StrictInt = Field(300, ge=1)
     """Maximum SFT steps (fewer when ``stop_success`` is reached first)."""
-    batch_size: int = at_least(1, 16)
-    lr: float = above(0, 1e-3)
+    batch_size: StrictInt = Field(16, ge=1)
+    lr: Real = Field(1e-3, gt=0)
     schedule: Literal["linear", "constant"] = "linear"
     """lr after warm-up: linear decay over ``steps``, or constant (use with ``stop_success``)."""
-    stop_success: float | None = between(0, 1, None, low_open=True)
+    stop_success: Real | None = Field(None, gt=0, le=1)
     """Stop SFT once the success rate of the *sampling* policy (``rollout.temperature``)
     on ``check_tasks`` train-split tasks reaches this; None trains all ``steps``."""
-    check_every: int = at_least(0, 20)
+    check_every: StrictInt = Field(20, ge=0)
     """Steps between checks of the stop rule (0: never)."""
-    check_from: int = at_least(0, 0)
+    check_from: StrictInt = Field(0, ge=0)
     """First step at which the stop rule is checked (checks cost rollouts)."""
-    check_tasks: int = at_least(1, 64)
+    check_tasks: StrictInt = Field(64, ge=1)
 
 
-@dataclass
-class LogConfig:
-    run_dir: str = "runs/default"
-    tensorboard: bool = True
-    wandb_project: str | None = None
-    tool_usage_min: dict[str, float] = field(default_factory=dict)
+class LogConfig(_Section):
+    section: ClassVar[str] = "log."
+    run_dir: StrictStr = "runs/default"
+    tensorboard: StrictBool = True
+    wandb_project: StrictStr | None = None
+    tool_usage_min: dict[str, Annotated[Real, Field(ge=0, le=1)]] = Field(default_factory=dict)
     """Warn when a tool's per-batch usage fraction falls below this (``{search: 0.5}``)."""
 
-    def __post_init__(self) -> None:
-        for tool, fraction in self.tool_usage_min.items():
-            if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
-                raise ConfigError(f"Expected log.tool_usage_min.{tool} in [0, 1], actual value: {fraction!r}")
 
-
-@dataclass
-class DistConfig:
+class DistConfig(_Section):
+    section: ClassVar[str] = "dist."
     strategy: Literal["none", "ddp", "fsdp2"] = "none"
     """Multi-process training under ``torchrun``; ``none`` for one process."""
     backend: Literal["auto", "gloo", "nccl"] = "auto"
 
 
-@dataclass
-class TrainConfig(_RangeChecked):
-    seed: int = at_least(0, 0)
-    steps: int = at_least(1, 20)
+class TrainConfig(_Section):
+    seed: StrictInt = Field(0, ge=0)
+    steps: StrictInt = Field(20, ge=1)
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    eval_every: int = at_least(0, 5)
+    eval_every: StrictInt = Field(5, ge=0)
     """Steps between evaluations (0: never)."""
-    eval_tasks: int = at_least(1, 32)
-    eval_temperature: float = at_least(0, 0.0)
+    eval_tasks: StrictInt = Field(32, ge=1)
+    eval_temperature: Real = Field(0.0, ge=0)
     """Temperature of the headline eval (0: greedy)."""
-    eval_sampled: bool = True
+    eval_sampled: StrictBool = True
     """Also evaluate the sampling policy (``rollout.temperature``) on the same tasks:
     RL optimises that policy's success, which greedy success need not reflect."""
-    checkpoint_every: int = at_least(0, 0)
+    checkpoint_every: StrictInt = Field(0, ge=0)
     """Save every N steps into ``run_dir/checkpoint`` (0: only at the end)."""
-    resume: bool = False
-    model: ModelConfig = field(default_factory=ModelConfig)
-    env: EnvConfig = field(default_factory=EnvConfig)
-    rollout: RolloutConfig = field(default_factory=RolloutConfig)
-    algo: AlgoConfig = field(default_factory=AlgoConfig)
-    sft: SFTConfig = field(default_factory=SFTConfig)
-    log: LogConfig = field(default_factory=LogConfig)
-    dist: DistConfig = field(default_factory=DistConfig)
+    resume: StrictBool = False
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    algo: AlgoConfig = Field(default_factory=AlgoConfig)
+    sft: SFTConfig = Field(default_factory=SFTConfig)
+    log: LogConfig = Field(default_factory=LogConfig)
+    dist: DistConfig = Field(default_factory=DistConfig)
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    @model_validator(mode="after")
+    def _team_limits(self) -> TrainConfig:
         if self.env.is_team:
             # What a team run does not have yet, said before any model is built.
             if self.sft.episodes > 0:
@@ -316,62 +296,103 @@ class TrainConfig(_RangeChecked):
             if self.rollout.fleet != "none":
                 raise ConfigError(f"Expected rollout.fleet=none with the team env {self.env.id} (Ray env workers host "
                                   f"single-agent envs), actual value: {self.rollout.fleet!r}")
+        return self
 
 
-def _check_value(value: Any, tp: Any, where: str) -> Any:
-    origin = typing.get_origin(tp)
-    if dataclasses.is_dataclass(tp):
-        if not isinstance(value, dict):
-            raise ConfigError(f"Expected a mapping at {where}, actual value: {value!r}")
-        return _build(tp, value, where)
-    if origin is Literal:
-        if value not in typing.get_args(tp):
-            raise ConfigError(f"Expected {where} to be one of {list(typing.get_args(tp))}, actual value: {value!r}")
-        return value
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(tp)
-        if value is None and type(None) in args:
-            return None
-        return _check_value(value, next(a for a in args if a is not type(None)), where)
-    if tp is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if tp is float and isinstance(value, str):  # YAML 1.1 reads "3e-4" as a string
-        try:
-            return float(value)
-        except ValueError:
-            raise ConfigError(f"Expected {where} to be a number, actual value: {value!r}") from None
-    if tp in (int, float, str, bool) and not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
-        raise ConfigError(f"Expected {where} to be {tp.__name__}, actual value: {value!r}")
-    if origin is dict and not isinstance(value, dict):
-        raise ConfigError(f"Expected a mapping at {where}, actual value: {value!r}")
-    return value
+# --- pydantic's errors as one line -------------------------------------------------------
+
+_KINDS = {"int_type": "an integer", "bool_type": "true or false", "string_type": "a string",
+          "float_type": "a number", "float_parsing": "a number", "finite_number": "a finite number"}
+_MAPPINGS = {"model_type", "model_attributes_type", "dataclass_type", "dict_type"}
+_UNKNOWN = {"extra_forbidden", "unexpected_keyword_argument"}
 
 
-def _build(cls: type, data: dict[str, Any], where: str) -> Any:
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
-    kwargs = {}
-    for key, value in data.items():
-        if key not in names:
-            close = difflib.get_close_matches(key, names, n=1)
-            hint = f" Did you mean {where + '.' if where else ''}{close[0]}?" if close else ""
-            raise ConfigError(f"Unknown config key {where + '.' if where else ''}{key}; expected one of {names}.{hint}")
-        kwargs[key] = _check_value(value, hints[key], f"{where}.{key}" if where else key)
-    try:
-        return cls(**kwargs)
-    except (TypeError, ValueError) as e:
-        if isinstance(e, ConfigError):
-            raise
-        raise ConfigError(f"Invalid config at {where or 'top level'}: {e}") from e
+def _node(root: Any, loc: tuple[Any, ...]) -> tuple[Any, list[Any]]:
+    """The type at ``loc`` under ``root`` (None unwrapped) and the constraints declared on it."""
+    tp, constraints = root, []
+    for part in loc:
+        tp = _without_none(tp)
+        if isinstance(tp, type) and issubclass(tp, BaseModel) and part in tp.model_fields:
+            info = tp.model_fields[part]
+            tp, constraints = info.annotation, list(info.metadata)
+        elif dataclasses.is_dataclass(tp) and part in typing.get_type_hints(tp):
+            tp, constraints = typing.get_type_hints(tp)[part], []
+        elif typing.get_origin(tp) is dict:
+            tp, constraints = typing.get_args(tp)[1], []
+        else:
+            return None, []
+        tp = _without_none(tp)
+        if typing.get_origin(tp) is Annotated:
+            tp, *extra = typing.get_args(tp)
+            constraints += [c for item in extra for c in getattr(item, "metadata", [item])]
+    return tp, constraints
 
+
+def _without_none(tp: Any) -> Any:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        rest = [a for a in typing.get_args(tp) if a is not type(None)]
+        return rest[0] if len(rest) == 1 else tp
+    return tp
+
+
+def _range(constraints: list[Any]) -> str:
+    """``>= 1``, ``> 0`` or ``in (0, 1]`` from the field's ``Ge``/``Gt``/``Le``/``Lt``."""
+    bound = {name: getattr(c, name) for c in constraints for name in ("ge", "gt", "le", "lt") if hasattr(c, name)}
+    low, high = bound.get("ge", bound.get("gt")), bound.get("le", bound.get("lt"))
+    if high is None:
+        return f"{'>' if 'gt' in bound else '>='} {low:g}"
+    if low is None:
+        return f"{'<' if 'lt' in bound else '<='} {high:g}"
+    return f"in {'(' if 'gt' in bound else '['}{low:g}, {high:g}{')' if 'lt' in bound else ']'}"
+
+
+def _names(tp: Any) -> list[str]:
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return list(tp.model_fields)
+    return [f.name for f in dataclasses.fields(tp)] if dataclasses.is_dataclass(tp) else []
+
+
+def _one_line(error: ValidationError, root: type[_Section]) -> ConfigError:
+    """The first of pydantic's errors, as "Expected <dotted key> ..., actual value: ..."."""
+    first = error.errors(include_url=False)[0]
+    kind, loc, value = first["type"], first["loc"], first.get("input")
+    key = root.section + ".".join(str(part) for part in loc)
+    cause = first.get("ctx", {}).get("error")
+    if isinstance(cause, ConfigError):  # a cross-field check: its message names its keys
+        return ConfigError(str(cause))
+    if kind == "value_error":
+        return ConfigError(f"{key}: {cause}")
+    if kind in _UNKNOWN:
+        parent, _ = _node(root, loc[:-1])
+        names = _names(parent)
+        close = difflib.get_close_matches(str(loc[-1]), names, n=1)
+        hint = f" Did you mean {key.rpartition('.')[0] + '.' if '.' in key else ''}{close[0]}?" if close else ""
+        return ConfigError(f"Unknown config key {key}; expected one of {names}.{hint}")
+    if kind in _MAPPINGS:
+        return ConfigError(f"Expected a mapping at {key or 'the top level'}, actual value: {value!r}")
+    if kind == "literal_error":
+        return ConfigError(f"Expected {key} to be one of {list(typing.get_args(_node(root, loc)[0]))}, "
+                           f"actual value: {value!r}")
+    tp, constraints = _node(root, loc)
+    if kind.startswith(("greater", "less")) or (kind == "finite_number" and constraints):
+        shown = float(value) if tp is float and not isinstance(value, float) else value
+        return ConfigError(f"Expected {key} {_range(constraints)}, actual value: {shown!r}")
+    return ConfigError(f"Expected {key} to be {_KINDS.get(kind, first['msg'])}, actual value: {value!r}")
+
+
+# --- loading ----------------------------------------------------------------------------
 
 def config_from_dict(data: dict[str, Any]) -> TrainConfig:
     """Build and validate a :class:`TrainConfig` from nested plain data."""
-    return _build(TrainConfig, data, "")
+    try:
+        return TrainConfig.model_validate(data)
+    except ValidationError as e:
+        raise _one_line(e, TrainConfig) from e
 
 
-def config_to_dict(config: Any) -> dict[str, Any]:
-    return dataclasses.asdict(config)
+def config_to_dict(config: BaseModel) -> dict[str, Any]:
+    """Nested plain data (what checkpoints store); :func:`config_from_dict` reads it back."""
+    return config.model_dump()
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:

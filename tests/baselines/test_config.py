@@ -1,15 +1,18 @@
-"""Training configs: unreadable files, out-of-range values and unknown envs are one-line
-ConfigErrors at load; the shipped configs load."""
+"""Training configs: unreadable files, out-of-range values, unknown keys, mistyped values
+and unknown envs are one-line ConfigErrors at load that name the dotted key; the shipped
+configs load and round-trip through plain data."""
 
 import dataclasses
+import json
 import typing
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 from typer.testing import CliRunner
 
 from agentgym.cli import app
-from baselines.config import TrainConfig, load_config
+from baselines.config import AlgoConfig, TrainConfig, VLLMConfig, config_from_dict, config_to_dict, load_config
 from baselines.errors import ConfigError
 
 CONFIGS = sorted(Path("baselines/configs").glob("*.yaml"))
@@ -84,21 +87,134 @@ def test_values_on_the_boundary_are_accepted(override):
     load_config(None, [override])
 
 
-def _numeric_keys(cls, prefix=""):
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        tp = hints[f.name]
-        if dataclasses.is_dataclass(tp):
-            yield from _numeric_keys(tp, f"{prefix}{f.name}.")
-        elif {int, float} & {tp, *typing.get_args(tp)} and tp is not bool:
-            yield f"{prefix}{f.name}"
+def _leaves(cls, prefix=""):
+    """(dotted key, type) of every leaf field, through the models and the mismatch dataclass."""
+    if isinstance(cls, type) and issubclass(cls, BaseModel):
+        fields = {name: info.annotation for name, info in cls.model_fields.items()}
+    else:
+        fields = typing.get_type_hints(cls)
+    for name, tp in fields.items():
+        if (isinstance(tp, type) and issubclass(tp, BaseModel)) or dataclasses.is_dataclass(tp):
+            yield from _leaves(tp, f"{prefix}{name}.")
+        else:
+            yield f"{prefix}{name}", tp
 
 
-@pytest.mark.parametrize("key", list(_numeric_keys(TrainConfig)))
-def test_every_numeric_field_has_a_range(key):
+def _scalar(tp):
+    """``int`` from ``StrictInt | None`` and the like (None and Annotated stripped)."""
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    if typing.get_origin(tp) is typing.Annotated or (typing.get_origin(tp) is not dict and len(args) == 1):
+        return _scalar(args[0])
+    return tp
+
+
+NUMERIC_KEYS = [key for key, tp in _leaves(TrainConfig) if _scalar(tp) in (int, float)]
+
+
+def test_the_numeric_keys_are_all_found():
+    """The walk above sees every section, so the range tests below cover every field
+    (50 numeric keys, plus log.tool_usage_min's values, checked above)."""
+    assert len(NUMERIC_KEYS) == 50 and {"steps", "rollout.vllm.max_model_len", "algo.mismatch.tis_cap",
+                                        "model.tiny.vocab_size", "sft.stop_success"} <= set(NUMERIC_KEYS)
+
+
+def _names_the_key(message, key):
+    section, _, leaf = key.rpartition(".")
+    if key.startswith("algo.mismatch."):  # MismatchConfig (a dataclass) words its own check
+        return message.startswith(f"{section}: ") and leaf in message or key in message
+    return message.startswith(f"Expected {key} ")
+
+
+@pytest.mark.parametrize("key", NUMERIC_KEYS)
+def test_every_numeric_field_has_a_range_and_the_error_names_its_dotted_key(key):
     """A new numeric field without a range check fails here."""
-    one_line_error(None, [f"{key}=-1000000000"])
-    one_line_error(None, [f"{key}=.nan"])
+    for value in ("-1000000000", ".nan", "-.inf"):
+        message = one_line_error(None, [f"{key}={value}"])
+        assert _names_the_key(message, key), message
+
+
+@pytest.mark.parametrize("key", [key for key in NUMERIC_KEYS if not key.startswith("algo.mismatch.")])
+def test_every_numeric_range_is_declared_on_its_field(key):
+    """Ranges live on the fields (Field(ge=..., gt=..., le=...)), not in hand-written checks."""
+    node = TrainConfig
+    *sections, leaf = key.split(".")
+    for name in sections:
+        node = node.model_fields[name].annotation
+    bounds = {name for c in node.model_fields[leaf].metadata for name in ("ge", "gt", "le", "lt") if hasattr(c, name)}
+    assert bounds & {"ge", "gt"}, key
+
+
+@pytest.mark.parametrize("override, expected", [
+    ("stepz=3", "Unknown config key stepz; expected one of ['seed', 'steps', "),
+    ("algo.lrr=1e-4", "Did you mean algo.lr?"),
+    ("rollout.vllm.tensor_paralel_size=2", "Did you mean rollout.vllm.tensor_parallel_size?"),
+    ("algo.mismatch.mdoe=tis", "Did you mean algo.mismatch.mode?"),
+    ("model.tiny.hiden_size=64", "Unknown config key model.tiny.hiden_size;"),
+])
+def test_an_unknown_key_suggests_the_closest(override, expected):
+    message = one_line_error(None, [override])
+    assert expected in message and message.startswith("Unknown config key ")
+
+
+def test_an_unknown_key_far_from_every_key_gets_no_suggestion():
+    assert "Did you mean" not in one_line_error(None, ["rollout.zzzzzzzz=1"])
+
+
+def test_overrides_are_typed_as_yaml_scalars():
+    config = load_config(None, ["algo.lr=1e-4", "steps=3", "log.tensorboard=false", "model.path=null",
+                                "env.kwargs={difficulty: 2}", "rollout.temperature=1", "log.wandb_project=7x",
+                                "log.tool_usage_min={calculate: 1}", "algo.mismatch.tis_cap=3"])
+    assert config.algo.lr == 1e-4 and type(config.algo.lr) is float  # YAML 1.1 reads 1e-4 as a string
+    assert config.steps == 3 and type(config.steps) is int
+    assert config.log.tensorboard is False and config.model.path is None
+    assert config.env.kwargs == {"difficulty": 2}
+    assert type(config.rollout.temperature) is float and config.log.tool_usage_min == {"calculate": 1.0}
+    assert config.log.wandb_project == "7x" and config.algo.mismatch.tis_cap == 3.0
+
+
+@pytest.mark.parametrize("override, expected", [
+    ("steps=2.5", "Expected steps to be an integer, actual value: 2.5"),
+    ("steps=true", "Expected steps to be an integer, actual value: True"),
+    ("steps='3'", "Expected steps to be an integer, actual value: '3'"),
+    ("log.tensorboard=1", "Expected log.tensorboard to be true or false, actual value: 1"),
+    ("model.path=7", "Expected model.path to be a string, actual value: 7"),
+    ("algo.lr=true", "Expected algo.lr to be a number, actual value: True"),
+    ("algo.lr=fast", "Expected algo.lr to be a number, actual value: 'fast'"),
+    ("rollout.engine=sglang", "Expected rollout.engine to be one of ['hf', 'vllm'], actual value: 'sglang'"),
+    ("rollout=3", "Expected a mapping at rollout, actual value: 3"),
+    ("algo.mismatch=tis", "Expected a mapping at algo.mismatch, actual value: 'tis'"),
+    ("env.kwargs=[1]", "Expected a mapping at env.kwargs, actual value: [1]"),
+    ("algo.mismatch.mode=sometimes", "Expected algo.mismatch.mode to be one of ['none', 'tis', 'mis']"),
+    ("algo.mismatch.mis_low=1.5", "algo.mismatch: Expected tis_cap > 0 and mis_low < 1 < mis_high"),
+])
+def test_a_value_of_the_wrong_type_is_refused_with_its_dotted_key(override, expected):
+    assert expected in one_line_error(None, [override])
+
+
+def test_an_override_cannot_descend_into_a_value():
+    assert one_line_error(None, ["steps=3", "steps.x=1"]) == "Cannot set steps.x: steps is not a mapping"
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_a_config_round_trips_through_plain_data(path):
+    """Checkpoints store config_to_dict(config); config_from_dict must rebuild the same config."""
+    config = load_config(path)
+    data = config_to_dict(config)
+    assert json.loads(json.dumps(data)) == data  # plain data, as a checkpoint writes it
+    assert config_from_dict(data) == config and config_to_dict(config_from_dict(data)) == data
+    assert data["algo"]["mismatch"]["mode"] == config.algo.mismatch.mode
+
+
+def test_a_section_built_in_code_raises_a_config_error_with_its_dotted_key():
+    with pytest.raises(ConfigError, match=r"^Expected rollout\.vllm\.max_model_len >= 1, actual value: 0$"):
+        VLLMConfig(max_model_len=0)
+    with pytest.raises(ConfigError, match=r"^Unknown config key algo\.lrr; .* Did you mean algo\.lr\?$"):
+        AlgoConfig(lrr=1.0)
+    assert AlgoConfig(lr=3).lr == 3.0
+
+
+def test_the_defaults_are_valid():
+    assert config_from_dict({}) == TrainConfig() == load_config(None)
 
 
 def test_an_unknown_env_id_is_rejected_with_the_closest_id():
