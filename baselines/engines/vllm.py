@@ -59,6 +59,7 @@ from typing import Any, Literal
 import torch
 
 from baselines.engines.base import Generation, SamplingConfig, strip_wrapper_prefixes
+from baselines.engines.compile_cache import PrivateCompileCache
 from baselines.errors import EngineError, EngineUnavailableError
 
 __all__ = [
@@ -318,11 +319,16 @@ class VLLMEngine:
             logger.info("vLLM on %s has no sleep mode: sleep()/wake_up() are no-ops.", self.platform)
         self.dtype = getattr(torch, dtype)
         kwargs, self.cuda_ipc = platform_engine_kwargs(platform, kv_cache_memory_bytes, gpu_memory_utilization)
-        self.llm = vllm.LLM(
-            model=model_path, tensor_parallel_size=tensor_parallel_size, enable_sleep_mode=self.sleep_enabled,
-            enforce_eager=enforce_eager, dtype=dtype, max_model_len=max_model_len, seed=seed,
-            logprobs_mode="processed_logprobs", worker_extension_cls=_EXTENSION, **kwargs,
-        )
+        self.compile_cache = PrivateCompileCache()  # before the engine process starts: it inherits the variable
+        try:
+            self.llm = vllm.LLM(
+                model=model_path, tensor_parallel_size=tensor_parallel_size, enable_sleep_mode=self.sleep_enabled,
+                enforce_eager=enforce_eager, dtype=dtype, max_model_len=max_model_len, seed=seed,
+                logprobs_mode="processed_logprobs", worker_extension_cls=_EXTENSION, **kwargs,
+            )
+        except BaseException:
+            self.compile_cache.close()
+            raise
         self.asleep = False
         self.shared = SharedWeights()
         self.last_sync_s = 0.0
@@ -385,9 +391,10 @@ class VLLMEngine:
             self.asleep = False
 
     def close(self) -> None:
-        """Remove the shared weights file and shut the engine down."""
+        """Remove the shared weights file, shut the engine down, remove its compile cache."""
         self.shared.close()
         self.llm.llm_engine.engine_core.shutdown()  # the engine-core process; vLLM 0.32's LLM has no shutdown()
+        self.compile_cache.close()
 
 
 def platform_engine_kwargs(platform: Any, kv_cache_memory_bytes: int | None,

@@ -40,6 +40,7 @@ import torch
 
 from agentgym.runtime import run_sync
 from baselines.engines.base import Generation, SamplingConfig
+from baselines.engines.compile_cache import PrivateCompileCache
 from baselines.engines.async_contract import BusyClock, Lockstep, VersionedGeneration
 from baselines.engines.vllm import (
     _EXTENSION,
@@ -108,7 +109,12 @@ class AsyncVLLMEngine:
         self._engine_args = dict(model=model_path, tensor_parallel_size=tensor_parallel_size, enforce_eager=enforce_eager,
                                  dtype=dtype, max_model_len=max_model_len, seed=seed, logprobs_mode="processed_logprobs",
                                  worker_extension_cls=_EXTENSION, **kwargs)
-        self.llm = run_sync(self._build())
+        self.compile_cache = PrivateCompileCache()  # before the engine process starts: it inherits the variable
+        try:
+            self.llm = run_sync(self._build())
+        except BaseException:
+            self.compile_cache.close()
+            raise
         self.shared = SharedWeights()
         self.version = 0
         self.last_sync_s = 0.0
@@ -213,6 +219,7 @@ class AsyncVLLMEngine:
         # AsyncLLM.__del__ calls shutdown again; at interpreter exit vLLM's module globals
         # are gone by then and it prints "Exception ignored ... TypeError". It is shut down.
         self.llm.shutdown = lambda timeout=None: None
+        self.compile_cache.close()
 
     # ---------------------------------------------------------------- internals
     def _events(self) -> tuple[asyncio.Event, asyncio.Event]:
