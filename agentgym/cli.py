@@ -159,12 +159,84 @@ def run(
         "--ray", help="run on a Ray fleet: auto (RAY_ADDRESS, the last `ray start`, else local), local, or an address "
                       "(pip install 'agentgym\\[ray]')")] = None,
     workers: Annotated[int, typer.Option(help="Ray env workers (with --ray); --concurrency is shared among them")] = 2,
+    out: Annotated[Optional[str], typer.Option(help="write one JSONL record per episode here (as agentgym eval)")] = None,
+    resume: Annotated[bool, typer.Option(help="continue the run file --out without replaying its episodes")] = False,
 ) -> None:
     """Run episodes with a policy and print success, episodes/s and tool telemetry."""
     from agentgym.commands.run import run_command
 
     _run(lambda: run_command(env_id, policy, episodes, concurrency, seed, _check_env(env_id, kwarg), json_out,
-                             ray_address=ray, workers=workers))
+                             ray_address=ray, workers=workers, out=out, resume=resume))
+
+
+class _EvalGroup(TyperGroup):
+    """``agentgym eval ENV ...`` runs an evaluation; ``agentgym eval compare|summary ...``
+    are its sub-verbs. An env id is never a sub-verb's name, so the first argument decides."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+eval_app = typer.Typer(cls=_EvalGroup, add_completion=False, no_args_is_help=True,
+                       help="Evaluate a model (served, or a local checkpoint) or a policy on an env: "
+                            "`agentgym eval ENV --model M`; `agentgym eval compare A.jsonl B.jsonl`.")
+app.add_typer(eval_app, name="eval")
+
+
+@eval_app.command("run")
+def eval_run(
+    env_id: Annotated[str, typer.Argument(help="e.g. agentgym/Calculator-v0")],
+    model: Annotated[str, typer.Option(help="served model name (with --base-url), a transformers checkpoint "
+                                            "PATH, or vllm:PATH")],
+    base_url: Annotated[Optional[str], typer.Option(help="OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1")] = None,
+    tool_mode: Annotated[str, typer.Option(help="native: tools= and tool_calls; text: the env parses plain text")] = "native",
+    api_key_env: Annotated[str, typer.Option(help="environment variable holding the API key")] = "OPENAI_API_KEY",
+    episodes: Annotated[int, typer.Option(help="tasks to evaluate")] = 100,
+    samples: Annotated[int, typer.Option(help="samples per task (pass@k, mean@k)")] = 1,
+    concurrency: int = 16,
+    seed: int = 0,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    max_tokens: Annotated[int, typer.Option(help="tokens per model turn")] = 1024,
+    timeout: Annotated[float, typer.Option(help="seconds per model request")] = 120.0,
+    kwarg: Annotated[Optional[list[str]], typer.Option("--kwarg", "-k", help="env kwarg key=value (repeatable)")] = None,
+    out: Annotated[Optional[str], typer.Option(help="run file (JSONL); default runs/eval/<env>-<model>-<time>.jsonl")] = None,
+    resume: Annotated[bool, typer.Option(help="continue --out without replaying its finished episodes")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+) -> None:
+    """Evaluate a model on an env: one JSONL record per episode, a summary, infra failures apart."""
+    from agentgym.commands.eval import eval_command
+
+    settings = {"base_url": base_url, "tool_mode": tool_mode, "api_key_env": api_key_env, "temperature": temperature,
+                "top_p": top_p, "max_tokens": max_tokens, "timeout_s": timeout}
+    _run(lambda: eval_command(env_id, model, settings, episodes=episodes, samples=samples, concurrency=concurrency,
+                              seed=seed, env_kwargs=_check_env(env_id, kwarg), out=out, resume=resume,
+                              json_out=json_out))
+
+
+@eval_app.command("compare")
+def eval_compare(
+    run_a: Annotated[str, typer.Argument(help="run file A (JSONL)")],
+    run_b: Annotated[str, typer.Argument(help="run file B (JSONL)")],
+    json_out: Annotated[bool, typer.Option("--json", help="print the comparison as JSON")] = False,
+) -> None:
+    """Compare two runs of the same env task by task (refused when their fingerprints differ)."""
+    from agentgym.commands.eval import compare_command
+
+    _run(lambda: compare_command(run_a, run_b, json_out))
+
+
+@eval_app.command("summary")
+def eval_summary(
+    run_file: Annotated[str, typer.Argument(help="run file (JSONL)")],
+    json_out: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+) -> None:
+    """Rebuild a run's summary from its records."""
+    from agentgym.commands.eval import summary_command
+
+    _run(lambda: summary_command(run_file, json_out))
 
 
 @app.command()

@@ -140,10 +140,11 @@ async def drain_episodes(envs: Sequence[E], episodes: int,
                          on_episode: Callable[[R], None] | None = None,
                          *, timeout_s: float | None = None,
                          replace: Callable[[E], E] | None = None,
+                         sort_key: Callable[[R], Any] = lambda rec: rec.index,  # type: ignore[attr-defined]
                          ) -> tuple[list[R], list[tuple[int, str]]]:
     """Run episode indices ``0..episodes-1`` over ``envs``, one worker per env.
 
-    Returns the records (anything with an ``index``) sorted by index and the lost episodes
+    Returns the records sorted by ``sort_key`` (default: their ``index``) and the lost episodes
     with their tracebacks: an exception escaping ``run_one`` is a lost episode, reported and
     never swallowed. With ``timeout_s``, an episode that runs longer is lost too, and its
     env, which may be stuck, is handed to ``replace`` for a fresh one.
@@ -174,7 +175,7 @@ async def drain_episodes(envs: Sequence[E], episodes: int,
                 on_episode(record)
 
     await asyncio.gather(*(worker(e) for e in envs))
-    records.sort(key=lambda rec: rec.index)  # type: ignore[attr-defined]
+    records.sort(key=sort_key)
     return records, lost
 
 

@@ -6,12 +6,11 @@ import json
 import sys
 from typing import Any
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from agentgym.commands.console import cli_console
 
-__all__ = ["envs_command", "run_command", "play_command"]
+__all__ = ["envs_command", "run_command", "play_command", "close_shared_resources", "fleet_record"]
 
 
 def envs_command(json_out: bool = False) -> int:
@@ -46,65 +45,102 @@ def _env_rows() -> list[dict[str, Any]]:
 
 def run_command(env_id: str, policy_name: str, episodes: int, concurrency: int, seed: int,
                 env_kwargs: dict[str, Any], json_out: bool, *, ray_address: str | None = None,
-                workers: int = 2) -> int:
+                workers: int = 2, out: str | None = None, resume: bool = False) -> int:
+    """``agentgym run``: a scripted policy through the evaluation runner (the records and
+    summary of ``agentgym eval``), or on a Ray fleet with ``--ray``."""
     import agentgym  # noqa: F401 - registers the envs
-    from agentgym.multi_agent import get_team_policy, is_multi_agent_env, run_team_episodes
+    from agentgym.evaluation import EvalPlan, PolicyAgent, TeamPolicyAgent
+    from agentgym.multi_agent import get_team_policy, is_multi_agent_env
     from agentgym.policies import get_policy
-    from agentgym.runner import check_counts, run_episodes
+    from agentgym.runner import check_counts
 
     # Fail fast, before the progress bar: each of these is one line from the CLI.
     check_counts(episodes, concurrency)
-    if is_multi_agent_env(env_id):
-        get_team_policy(policy_name)
-    else:
-        get_policy(policy_name)
+    team = is_multi_agent_env(env_id)
+    agent = TeamPolicyAgent(policy_name, get_team_policy(policy_name)) if team else \
+        PolicyAgent(policy_name, get_policy(policy_name))
     if ray_address is not None:
         _check_fleet_run(env_id, workers)
-    _probe_env(env_id, env_kwargs)
-    console = cli_console(stderr=json_out)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("success {task.fields[success]:.1%}"), TimeElapsedColumn(),
-                  console=console, transient=json_out) as progress:
-        bar = progress.add_task(f"{env_id} ({policy_name})", total=episodes, success=0.0)
-        done = {"n": 0, "ok": 0}
-
-        def on_episode(rec: Any) -> None:
-            done["n"] += 1
-            done["ok"] += int(rec.success)
-            progress.update(bar, advance=1, success=done["ok"] / done["n"])
-
-        if ray_address is not None:
-            from agentgym.fleet import run_fleet_episodes
-
-            report = run_fleet_episodes(env_id, policy_name, episodes, address=ray_address, workers=workers,
-                                        concurrency=concurrency, seed=seed, env_kwargs=env_kwargs,
-                                        on_episode=on_episode)
-        elif is_multi_agent_env(env_id):
-            report = run_team_episodes(env_id, policy_name, episodes, concurrency, seed=seed,
-                                       env_kwargs=env_kwargs, on_episode=on_episode)
-        else:
-            report = run_episodes(env_id, get_policy(policy_name), episodes, concurrency, seed=seed,
-                                  env_kwargs=env_kwargs, on_episode=on_episode)
-    _close_shared_resources()
-    summary = report.summary()
-    if json_out:
-        print(json.dumps({**summary, "telemetry": report.telemetry.metrics()}, indent=2))
+    fields = _probe_env(env_id, env_kwargs)
+    label = f"{env_id} ({policy_name})"
+    if ray_address is not None:
+        result, summary = _fleet_run(env_id, agent, episodes, concurrency, seed, env_kwargs, fields, ray_address,
+                                     workers, out, label)
     else:
-        console.print(report.telemetry.table(title=f"Tool telemetry — {env_id}"))
-        console.print(
-            f"[bold]{summary['episodes']}[/] episodes, success [bold]{summary['success_rate']:.1%}[/], "
-            f"infra-failed {summary['infra_failed']}, lost {summary['lost']}, "
-            f"[bold]{summary['episodes_per_s']:.1f}[/] episodes/s (concurrency {concurrency}"
-            f"{f' over {workers} Ray workers' if ray_address is not None else ''}), "
-            f"fingerprint {summary['fingerprint']}"
-        )
-        if "sandbox_backend" in summary:
-            weak = summary["isolation"] == "none"
-            console.print(f"{'[red bold]' if weak else '[dim]'}sandbox: {summary['sandbox_backend']} backend, "
-                          f"isolation {summary['isolation']}{' (UNCONFINED: trusted code only)' if weak else ''}[/]")
-        for index, tb in report.lost[:3]:
-            console.print(f"[red]lost episode {index}[/]:\n{tb}")
-    return 0 if not report.lost else 1
+        from agentgym.commands.eval import execute_run
+
+        result, summary = execute_run(EvalPlan(env_id, episodes, 1, concurrency, seed, env_kwargs), agent,
+                                      out=out, resume=resume, json_out=json_out, label=label)
+    close_shared_resources()
+    _print_run(summary, result, json_out, concurrency, workers if ray_address is not None else None)
+    return 0 if not result.lost else 1
+
+
+def _print_run(summary: dict[str, Any], result: Any, json_out: bool, concurrency: int, workers: int | None) -> None:
+    through = summary.get("throughput", {})
+    legacy = {"success_rate": summary["success"], "elapsed_s": through.get("elapsed_s", 0.0),
+              "episodes_per_s": through.get("episodes_per_s", 0.0)}
+    if json_out:
+        print(json.dumps({**summary, **legacy, "telemetry": result.telemetry.metrics()}, indent=2))
+        return
+    from agentgym.commands.eval import print_summary
+
+    console = cli_console()
+    console.print(result.telemetry.table(title=f"Tool telemetry — {summary['env']}"))
+    print_summary(summary, console)
+    console.print(f"[bold]{legacy['episodes_per_s']:.1f}[/] episodes/s (concurrency {concurrency}"
+                  f"{f' over {workers} Ray workers' if workers is not None else ''})")
+    if "sandbox_backend" in summary:
+        weak = summary["isolation"] == "none"
+        console.print(f"{'[red bold]' if weak else '[dim]'}sandbox: {summary['sandbox_backend']} backend, "
+                      f"isolation {summary['isolation']}{' (UNCONFINED: trusted code only)' if weak else ''}[/]")
+    for index, tb in result.lost[:3]:
+        console.print(f"[red]lost episode {index}[/]:\n{tb}")
+
+
+def _fleet_run(env_id: str, agent: Any, episodes: int, concurrency: int, seed: int, env_kwargs: dict[str, Any],
+               fields: dict[str, Any], address: str, workers: int, out: str | None,
+               label: str) -> tuple[Any, dict[str, Any]]:
+    """``--ray``: whole episodes on Ray env workers. Their records carry the episode's
+    outcome and ``info`` (the workers keep no transcript), in the same format and summary."""
+    from agentgym.commands.eval import Progress
+    from agentgym.evaluation.records import RecordWriter, RunHeader
+    from agentgym.evaluation.run import EvalResult
+    from agentgym.evaluation.summary import summarize
+    from agentgym.fingerprint import make_fingerprint
+    from agentgym.fleet import run_fleet_episodes
+
+    header = RunHeader(env_id, dict(env_kwargs), str(make_fingerprint(fields)), fields, agent.describe(), {},
+                       seed, episodes)
+    writer = RecordWriter.create(out, header) if out is not None else None
+    records: list[dict[str, Any]] = []
+    with Progress(label, episodes) as progress:
+        def on_episode(rec: Any) -> None:
+            record = fleet_record(rec, seed)
+            records.append(record)
+            if writer is not None:
+                writer.write(record)
+            progress(record)
+
+        report = run_fleet_episodes(env_id, agent.name, episodes, address=address, workers=workers,
+                                    concurrency=concurrency, seed=seed, env_kwargs=env_kwargs, on_episode=on_episode)
+    if writer is not None:
+        writer.close()
+    records.sort(key=lambda r: r["episode"])
+    result = EvalResult(header, records, len(records), report.lost, report.elapsed_s, report.telemetry, report.sandbox)
+    summary = {**summarize(header, records, elapsed_s=report.elapsed_s, played=len(records),
+                           lost=len(report.lost)), **(report.sandbox or {})}
+    return result, summary
+
+
+def fleet_record(rec: Any, seed: int) -> dict[str, Any]:
+    """A fleet worker's ``EpisodeRecord`` in the run-file format."""
+    info = {k: v for k, v in rec.info.items() if k not in ("messages", "tool_results", "fingerprint")}
+    return {"episode": rec.index, "task_index": rec.index, "sample": 0, "seed": seed + rec.index,
+            "task_id": rec.task_id, "reward": rec.reward, "success": rec.success, "infra_failed": rec.infra_failed,
+            **({"infra_source": "env"} if rec.infra_failed else {}), "turns": rec.turns, "messages": [],
+            "tool_calls": [], "tokens": {"prompt": 0, "completion": 0},
+            "latency_s": float(rec.info.get("episode_s", 0.0)), "agent_s": 0.0, "info": info}
 
 
 def _check_fleet_run(env_id: str, workers: int) -> None:
@@ -120,21 +156,26 @@ def _check_fleet_run(env_id: str, workers: int) -> None:
     require_ray()
 
 
-def _probe_env(env_id: str, env_kwargs: dict[str, Any]) -> None:
+def _probe_env(env_id: str, env_kwargs: dict[str, Any]) -> dict[str, Any]:
     """Build one env and close it, so a constructor's ``ConfigError`` (a value out of
-    range, a data file that does not load) comes before the progress bar. Envs cache
-    their data per process, so the run's own envs do not pay for it again."""
+    range, a data file that does not load) comes before the progress bar; returns its
+    fingerprint's fields. Envs cache their data per process, so the run's own envs do
+    not pay for it again."""
     from agentgym.multi_agent import is_multi_agent_env, make
+    from agentgym.wrappers import env_attr
 
     if is_multi_agent_env(env_id):
-        make(env_id, **env_kwargs).close()
+        env = make(env_id, **env_kwargs)
     else:
         import gymnasium as gym
 
-        gym.make(env_id, **env_kwargs).close()
+        env = gym.make(env_id, **env_kwargs)
+    fields = dict(env_attr(env, "fingerprint").fields)
+    env.close()
+    return fields
 
 
-def _close_shared_resources() -> None:
+def close_shared_resources() -> None:
     """Close what envs share (sandbox pools, retriever clients), so nothing outlives the run."""
     from agentgym.resources import shared_resources
     from agentgym.runtime import run_sync
@@ -175,4 +216,4 @@ def play_command(env_id: str, seed: int | None, env_kwargs: dict[str, Any]) -> i
         return 0
     finally:
         env.close()
-        _close_shared_resources()
+        close_shared_resources()
