@@ -89,17 +89,34 @@ def fold(text: str) -> str:
     text = unicodedata.normalize("NFKD", text.translate(_LETTERS))
     text = "".join(ch for ch in text if not unicodedata.combining(ch)).casefold().replace("&", " and ")
     chars = (ch if ch.isalnum() else " " for ch in text if ch not in _APOSTROPHES)
-    words = (_ABBREVIATIONS.get(w, w) for w in "".join(chars).split() if w not in _ARTICLES)
+    words = (_ABBREVIATIONS.get(w, w) for w in _join_initials("".join(chars).split()) if w not in _ARTICLES)
     return " ".join(words)
 
 
+def _join_initials(words: list[str]) -> list[str]:
+    """Runs of single letters are one abbreviation: "u s a" (from "U.S.A.") is "usa"."""
+    out: list[str] = []
+    run: list[str] = []
+    for word in [*words, ""]:
+        if len(word) == 1 and word.isalpha():
+            run.append(word)
+            continue
+        out.extend(["".join(run)] if len(run) > 1 else run)
+        run = []
+        if word:
+            out.append(word)
+    return out
+
+
 def alias_key(text: str) -> str:
-    """``fold`` without spaces: "Porto-Novo", "Porto Novo" and "PortoNovo" are one name.
+    """The key two forms of one name share: ``fold``'s words ("Porto-Novo" is "porto novo").
+
+    Spaces stay: "Georgetown" (Guyana) and "George Town" (Cayman Islands) are two capitals.
 
     >>> alias_key("Washington, D.C.") == alias_key("washington dc")
     True
     """
-    return fold(text).replace(" ", "")
+    return fold(text)
 
 
 @dataclass(frozen=True)
@@ -139,11 +156,15 @@ class AliasTables:
 
     @functools.cached_property
     def _capital_sets(self) -> dict[str, tuple[str, ...]]:
-        out: dict[str, tuple[str, ...]] = {}
+        """City key -> the capitals of its country: the country whose first-listed capital
+        it is, else the one country that lists it ("Jerusalem" is Israel's, not Palestine's)."""
+        first = {alias_key(capitals[0]): capitals for capitals in self.contested_capitals.values()}
+        listed: dict[str, list[tuple[str, ...]]] = defaultdict(list)
         for capitals in self.contested_capitals.values():
-            for city in capitals:
-                out[alias_key(city)] = tuple(dict.fromkeys([*out.get(alias_key(city), ()), *capitals]))
-        return out
+            for city in capitals[1:]:
+                listed[alias_key(city)].append(capitals)
+        unique = {key: sets[0] for key, sets in listed.items() if len(sets) == 1}
+        return {**unique, **first}
 
     def groups_of(self, gold: str, kind: AnswerKind = "entity") -> tuple[AliasGroup, ...]:
         """The groups a gold names, among those ``kind`` allows.
