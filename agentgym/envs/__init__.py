@@ -38,6 +38,9 @@ ENVS: tuple[EnvSpec, ...] = (
             "Search-v1 tasks with the Search-R1 tag prompt (<search>, <answer>)", {"parser": "tags"}),
     EnvSpec("agentgym/DataAnalysis-v1", "agentgym.envs.data_analysis:DataAnalysisEnv", ("python", "answer"),
             "pandas questions over bundled real tables, in a sandbox", needs="Docker (or the process fallback)"),
+    EnvSpec("agentgym/DataAnalysis-v2", "agentgym.envs.data_analysis_v2:DataAnalysisV2Env", ("python", "answer"),
+            "72 analysis templates (joins, chains, time series, schema questions); held-out test tables "
+            "and templates", needs="Docker (or the process fallback)"),
 )
 
 

@@ -22,7 +22,7 @@ import io
 import math
 import pathlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -50,8 +50,8 @@ class Verdict:
     alternatives_invalid: int = 0
 
 
-def near_rounding_boundary(schema: AnswerSchema, truth: Any) -> bool:
-    """Whether a float answer sits within 1e-6 (in units of its last decimal) of a
+def near_rounding_boundary(schema: AnswerSchema, truth: Any, width: float = 1e-6) -> bool:
+    """Whether a float answer sits within ``width`` (in units of its last decimal) of a
     half-way point, where rounding direction depends on noise."""
     pairs: list[tuple[float, int]] = []
     if schema.kind == "float":
@@ -60,23 +60,27 @@ def near_rounding_boundary(schema: AnswerSchema, truth: Any) -> bool:
         pairs += [(float(truth[f.name]), f.decimals or 0) for f in schema.fields if f.kind == "float"]
     for value, decimals in pairs:
         scaled = abs(value) * 10.0**decimals
-        if abs(scaled - math.floor(scaled) - 0.5) < 1e-6:
+        if abs(scaled - math.floor(scaled) - 0.5) < width:
             return True
     return False
 
 
-def _agrees(schema: AnswerSchema, candidate: Any, truth: Any) -> bool:
-    return score_answer(schema, answer_arguments(schema, candidate), truth).reward == 1.0
+Scorer = Callable[[AnswerSchema, Any, Any], Any]
+"""A scorer like :func:`~tasks.data_analysis.grading.score_answer` (result has ``reward``)."""
 
 
-def noisy_copy(variant: TableVariant, rng: np.random.Generator) -> bytes:
-    """The variant's CSV with its float measurement columns jittered by ``NOISE``."""
+def _agrees(schema: AnswerSchema, candidate: Any, truth: Any, score: Scorer = score_answer) -> bool:
+    return score(schema, answer_arguments(schema, candidate), truth).reward == 1.0
+
+
+def noisy_copy(variant: TableVariant, rng: np.random.Generator, noise: float = NOISE) -> bytes:
+    """The variant's CSV with its float measurement columns jittered by ``noise`` (relative)."""
     df = pd.read_csv(io.BytesIO(variant.data))
     spec = variant.spec
     skip = {variant.col(c) for c in (*spec.no_missing(), *spec.category)}
     for col in df.columns:
         if col not in skip and pd.api.types.is_float_dtype(df[col]):
-            df[col] = df[col] * (1.0 + NOISE * rng.standard_normal(len(df)))
+            df[col] = df[col] * (1.0 + noise * rng.standard_normal(len(df)))
     return table_csv(df)
 
 
@@ -93,12 +97,19 @@ def check_question(
     data_dir: pathlib.Path,
     variants: tuple[TableVariant, ...],
     rng: np.random.Generator,
+    *,
+    score: Scorer = score_answer,
+    noise: float = NOISE,
+    boundary: float = 1e-6,
 ) -> Verdict:
-    """Apply the four checks above; ``data_dir`` holds the variant files."""
+    """Apply the four checks above; ``data_dir`` holds the variant files.
+
+    ``score``, ``noise`` and ``boundary`` (the half-way band, in units of the last decimal)
+    let a task version with a stricter scorer (DataAnalysis-v2) check with its own."""
     schema = question.template.schema
     if not is_valid_answer(schema, truth):
         return Verdict(False, f"not a proper answer: {truth!r}")
-    if near_rounding_boundary(schema, truth):
+    if near_rounding_boundary(schema, truth, boundary):
         return Verdict(False, "float answer sits on a rounding half-way point")
     checked = invalid = 0
     for knobs in question.template.knob_alternatives():
@@ -107,14 +118,14 @@ def check_question(
         if not ran or not is_valid_answer(schema, alt):
             invalid += 1
             continue
-        if not _agrees(schema, alt, truth):
+        if not _agrees(schema, alt, truth, score):
             changed = {k: v for k, v in knobs.items() if v != question.template.knobs[k][0]}
             return Verdict(False, f"alternative reading {changed} gives {alt!r}", checked, invalid)
     noisy_dir = data_dir / "noisy"
     noisy_dir.mkdir(exist_ok=True)
     for v in variants:
-        (noisy_dir / v.file).write_bytes(noisy_copy(v, rng))
+        (noisy_dir / v.file).write_bytes(noisy_copy(v, rng, noise))
     ran, noisy = _try(question.code(str(noisy_dir)))
-    if not ran or not is_valid_answer(schema, noisy) or not _agrees(schema, noisy, truth):
+    if not ran or not is_valid_answer(schema, noisy) or not _agrees(schema, noisy, truth, score):
         return Verdict(False, f"answer flips under float noise: {noisy!r}", checked, invalid)
     return Verdict(True, "ok", checked, invalid)

@@ -16,7 +16,7 @@ import pathlib
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -26,11 +26,12 @@ from tasks.data_analysis.errors import GenerationError, ReferenceCodeError
 from tasks.data_analysis.reference import ORACLE_EPILOGUE, run_reference
 from tasks.data_analysis.schema import AnswerSchema
 from tasks.data_analysis.tables import TABLES
-from tasks.data_analysis.templates import RenderedQuestion, Template
+from tasks.data_analysis.templates import Draw, RenderedQuestion, Template
 from tasks.data_analysis.tiers import TEMPLATES, template_by_id, templates_for_tier
 from tasks.data_analysis.variants import TableVariant, VariantConfig, make_variant
 
-__all__ = ["FileInfo", "Question", "GeneratorConfig", "generate_question", "render_draft"]
+__all__ = ["FileInfo", "Question", "GeneratorConfig", "generate_question", "question_from_draft", "render_draft",
+           "render_drawn"]
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,13 @@ def render_draft(
     draw = template.draw(rng)
     if draw is None:
         return None
+    return render_drawn(template, draw, rng, config)
+
+
+def render_drawn(
+    template: Template, draw: Draw, rng: np.random.Generator, config: VariantConfig
+) -> tuple[RenderedQuestion, tuple[TableVariant, ...]]:
+    """Fresh variants of ``draw``'s tables and the question bound to their column names."""
     if template.missing_rates is not None:
         config = dataclasses.replace(config, missing_rates=template.missing_rates)
     variants = tuple(
@@ -111,7 +119,18 @@ def _attempt(template: Template, rng: np.random.Generator, config: GeneratorConf
     draft = render_draft(template, rng, config.variant)
     if draft is None:
         return None, "no drawable parameters"
-    rq, variants = draft
+    return question_from_draft(*draft, rng)
+
+
+def question_from_draft(
+    rq: RenderedQuestion,
+    variants: tuple[TableVariant, ...],
+    rng: np.random.Generator,
+    check: Callable[..., Verdict] = check_question,
+) -> tuple[Question | None, str]:
+    """Compute a rendered draft's truth on its variant files and keep it if ``check``
+    passes; (None, why) otherwise."""
+    template = rq.template
     with tempfile.TemporaryDirectory(prefix="agentgym-da-") as tmp:
         data_dir = pathlib.Path(tmp)
         for v in variants:
@@ -120,7 +139,7 @@ def _attempt(template: Template, rng: np.random.Generator, config: GeneratorConf
             truth = run_reference(rq.code(str(data_dir)))
         except ReferenceCodeError as e:
             return None, f"reference failed: {e}"
-        verdict: Verdict = check_question(rq, truth, data_dir, variants, rng)
+        verdict: Verdict = check(rq, truth, data_dir, variants, rng)
     if not verdict.ok:
         return None, verdict.reason
     text = rq.text()

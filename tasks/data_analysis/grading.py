@@ -22,9 +22,12 @@ import json
 import math
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from tasks.data_analysis.schema import AnswerSchema
+
+Tolerance = Callable[[float, int], float]
+"""``(truth, decimals) -> largest accepted |answer - truth|`` for a float answer."""
 
 __all__ = [
     "Score",
@@ -72,7 +75,8 @@ def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def _match_scalar(kind: str, decimals: int | None, got: Any, truth: Any) -> tuple[bool, str]:
+def _match_scalar(kind: str, decimals: int | None, got: Any, truth: Any,
+                  tolerance: Tolerance = float_tolerance) -> tuple[bool, str]:
     if kind == "int":
         if not _is_number(got) or not math.isfinite(got) or float(got) != int(got):
             return False, "not an integer"
@@ -80,7 +84,7 @@ def _match_scalar(kind: str, decimals: int | None, got: Any, truth: Any) -> tupl
     if kind == "float":
         if not _is_number(got) or not math.isfinite(got):
             return False, "not a finite number"
-        return abs(float(got) - float(truth)) <= float_tolerance(float(truth), decimals or 0), "compared"
+        return abs(float(got) - float(truth)) <= tolerance(float(truth), decimals or 0), "compared"
     if kind == "str":
         if not isinstance(got, str):
             return False, "not a string"
@@ -95,10 +99,11 @@ def _match_scalar(kind: str, decimals: int | None, got: Any, truth: Any) -> tupl
     raise ValueError(f"Expected a scalar answer kind, actual value: {kind!r}")
 
 
-def score_answer(schema: AnswerSchema, answer: Any, truth: Any) -> Score:
+def score_answer(schema: AnswerSchema, answer: Any, truth: Any, *, tolerance: Tolerance = float_tolerance) -> Score:
     """Score a decoded answer object (a dict) against the truth.
 
-    ``truth`` is the reference value for scalar kinds, a dict for ``fields``.
+    ``truth`` is the reference value for scalar kinds, a dict for ``fields``; ``tolerance``
+    is v1's :func:`float_tolerance` unless a task version brings its own.
     """
     if not isinstance(answer, dict):
         return Score(0.0, 0.0, "answer is not an object")
@@ -108,11 +113,11 @@ def score_answer(schema: AnswerSchema, answer: Any, truth: Any) -> Score:
         missing = sorted(expected - set(answer))
         return Score(0.0, 0.0, f"wrong keys (extra {extra}, missing {missing})")
     if schema.kind != "fields":
-        ok, why = _match_scalar(schema.kind, schema.decimals, answer["value"], truth)
+        ok, why = _match_scalar(schema.kind, schema.decimals, answer["value"], truth, tolerance)
         return Score(float(ok), float(ok), "correct" if ok else f"wrong ({why})", {"value": ok})
     per_field = {}
     for f in schema.fields:
-        per_field[f.name] = _match_scalar(f.kind, f.decimals, answer[f.name], truth[f.name])[0]
+        per_field[f.name] = _match_scalar(f.kind, f.decimals, answer[f.name], truth[f.name], tolerance)[0]
     frac = sum(per_field.values()) / len(per_field)
     reward = 1.0 if all(per_field.values()) else 0.0
     return Score(reward, frac, "correct" if reward else "some fields wrong", per_field)

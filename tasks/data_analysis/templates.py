@@ -14,6 +14,8 @@ disagrees with the canonical one.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping
 
@@ -21,7 +23,7 @@ import numpy as np
 
 from tasks.data_analysis.schema import AnswerSchema
 
-__all__ = ["Tier", "Draw", "Template", "RenderedQuestion", "TIER_NAMES"]
+__all__ = ["Tier", "Draw", "Template", "RenderedQuestion", "TIER_NAMES", "templates_digest"]
 
 Tier = Literal[1, 2, 3, 4]
 
@@ -104,3 +106,13 @@ class RenderedQuestion:
         subs.update({"path": repr(prefix + self.files[0]), "path2": repr(prefix + self.files[-1])})
         subs.update(knobs if knobs is not None else self.template.canonical_knobs())
         return self.template.code.format(**subs)
+
+
+def templates_digest(templates: tuple[Template, ...]) -> str:
+    """A short digest over everything in ``templates`` that changes a question or its
+    scoring (ids, tiers, wording, code, schema, knobs, variant settings): a fingerprint field."""
+    h = hashlib.sha256()
+    for t in templates:
+        h.update(json.dumps([t.id, t.tier, t.wording, t.code, repr(t.schema), dict(t.knobs),
+                             t.allow_rename, t.allow_missing, t.missing_rates]).encode())
+    return h.hexdigest()[:16]

@@ -1,0 +1,150 @@
+"""DataAnalysis-v2: DataAnalysis-v1's tools and sandbox over v2's task source.
+
+What changes from v1 is the tasks, all in :mod:`tasks.data_analysis` (``*_v2`` modules):
+72 templates in seven categories (joins, filter-group-rank chains, time series, questions
+that name no column, statistics, ...), real splits (tables and templates held out for
+validation and test, :mod:`tasks.data_analysis.splits`), per-question precision with a
+tolerance of half a unit of the last decimal asked for (:mod:`tasks.data_analysis.grading_v2`),
+and variants that keep 50-90% of the rows. The tools, the sandbox lease, the prompts and
+the oracle are v1's (:class:`~agentgym.envs.data_analysis.DataAnalysisFamily`).
+
+The split is the env's (``split="test"``); the fingerprint names the split's held-out
+tables and templates and every table and template it may draw from, so a train and an
+eval env on different splits differ in the fingerprint, visibly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from agentgym.env import Split, ToolEnv
+from agentgym.envs.data_analysis import DataAnalysisFamily, DataAnalysisTask
+from agentgym.errors import ConfigError
+from agentgym.family import family_from_kwargs
+from sandboxes.protocol import BackendName as Backend
+from tasks.data_analysis.generator import GeneratorConfig, Question
+from tasks.data_analysis.generator_v2 import V2_GENERATOR, generate_question_v2, reachable_templates
+from tasks.data_analysis.grading_v2 import score_answer_v2
+from tasks.data_analysis.splits import split_summary
+from tasks.data_analysis.templates_v2 import CATEGORY, TEMPLATES_V2, template_v2_by_id
+from tasks.data_analysis.templates import templates_digest
+
+__all__ = ["DataAnalysisV2Env", "DataAnalysisV2Family", "DataAnalysisV2Task"]
+
+_TASK_ID = re.compile(r"^da2-(train|validation|test)-(all|t[1-4]|[a-z0-9_]+)-(\d+)$")
+
+
+@dataclass
+class DataAnalysisV2Task(DataAnalysisTask):
+    """One episode's task. ``task_id`` (``da2-<split>-<scope>-<seed>``) regenerates it."""
+
+    split: str = "train"
+
+
+class DataAnalysisV2Family(DataAnalysisFamily):
+    """v1's family (tools, sandbox, prompts, oracle) drawing v2's questions of one split.
+
+    Args:
+        tier: 1-4 to draw only that tier's templates; None draws all the split's.
+        template: a v2 template id (e.g. ``"v2_longest_run"``); it must be one of the split's.
+        split: the split whose questions ``new_task`` draws by default (the env passes its own).
+        backend, python_timeout_s: as in v1.
+        generator: the question generator's settings (v2's variants by default).
+    """
+
+    version = 2  # v2: the v2 task source (templates, splits, precision-tied tolerance)
+
+    def __init__(
+        self,
+        tier: int | None = None,
+        template: str | None = None,
+        *,
+        split: Split = "train",
+        backend: Backend | None = None,
+        python_timeout_s: float = 30.0,
+        generator: GeneratorConfig | None = None,
+    ) -> None:
+        if split not in self.splits:
+            raise ConfigError(f"Expected split in {self.splits}, actual value: {split!r}")
+        if template is not None:
+            try:
+                template_v2_by_id(template)
+            except KeyError as e:
+                raise ConfigError(str(e)) from None
+            if template_v2_by_id(template) not in reachable_templates(split):
+                raise ConfigError(f"Expected a template of split {split!r}, actual value: {template!r} "
+                                  "(held out for another split, or tied to tables of another split)")
+        super().__init__(tier, None, backend=backend, python_timeout_s=python_timeout_s,
+                         generator=generator or V2_GENERATOR)
+        self.template = template
+        self.split = split
+
+    def new_task(self, rng: np.random.Generator, split: str, options: dict[str, Any]) -> DataAnalysisV2Task:
+        if "task_id" in options:
+            match = _TASK_ID.match(str(options["task_id"]))
+            if match is None:
+                raise ConfigError("Expected a task_id like 'da2-test-all-123' or 'da2-train-t2-7', actual value: "
+                                  f"{options['task_id']!r}")
+            split, scope, seed = match.group(1), match.group(2), int(match.group(3))
+        else:
+            scope, seed = self._scope, int(rng.integers(0, 2**62))
+        if split not in self.splits:
+            raise ConfigError(f"Expected split in {self.splits}, actual value: {split!r}")
+        return DataAnalysisV2Task(f"da2-{split}-{scope}-{seed}", scope, seed, split=split)
+
+    def _question_v2(self, task: DataAnalysisV2Task) -> Question:
+        rng = np.random.default_rng(task.seed)
+        scope = task.scope
+        tier = int(scope[1:]) if scope[0] == "t" and scope[1:].isdigit() else None
+        template = None if scope == "all" or tier is not None else scope
+        return generate_question_v2(rng, split=task.split, tier=tier, template_id=template,  # type: ignore[arg-type]
+                                    config=self.generator)
+
+    async def open_episode(self, task: DataAnalysisTask) -> None:
+        """Draw the v2 question (in a worker thread: pandas on the host), then v1's start."""
+        if task.question is None and isinstance(task, DataAnalysisV2Task):
+            task.question = await asyncio.to_thread(self._question_v2, task)
+        await super().open_episode(task)
+
+    def score(self, task: DataAnalysisTask, answer: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+        q = task.question
+        score = score_answer_v2(q.schema, answer, q.truth)
+        return score.reward, {"tier": q.tier, "template": q.template_id,
+                              "category": CATEGORY.get(q.template_id), **score.diagnostics()}
+
+    def fingerprint_fields(self) -> dict[str, Any]:
+        fields = super().fingerprint_fields()
+        fields.update({
+            "task_source": "tasks.data_analysis/v2",
+            "templates": templates_digest(TEMPLATES_V2),
+            "generator": asdict(self.generator),
+            "split": split_summary(self.split),  # type: ignore[arg-type]
+        })
+        return fields
+
+
+class DataAnalysisV2Env(ToolEnv):
+    """DataAnalysis-v2: ``ToolEnv(DataAnalysisV2Family(...))``, registered as
+    ``agentgym/DataAnalysis-v2``.
+
+    Args:
+        split: ``"train"``, ``"validation"`` or ``"test"`` (held-out tables and templates).
+        max_turns: steps before truncation (the oracle needs two).
+        **kwargs: ``DataAnalysisV2Family``'s (``tier``, ``template``, ``backend``,
+            ``python_timeout_s``, ``generator``) and :class:`agentgym.ToolEnv`'s.
+    """
+
+    family_class = DataAnalysisV2Family
+
+    def __init__(self, *, split: Split = "train", max_turns: int = 10, **kwargs: Any) -> None:
+        super().__init__(split=split, max_turns=max_turns, **kwargs)
+        self.family: DataAnalysisV2Family
+
+    def make_family(self, family_kwargs: dict[str, Any], *, parser: Any, split: str) -> DataAnalysisV2Family:
+        return family_from_kwargs(DataAnalysisV2Family, {**family_kwargs, "split": split},  # type: ignore[return-value]
+                                  owner=type(self).__name__)
