@@ -1,0 +1,165 @@
+"""``agentgym eval`` against a real HTTP chat server on a local port (tests/.../chat_server.py):
+both tool modes, a server killed mid-run, a resume after its restart, rate limiting,
+5xx/malformed answers (infrastructure) and 400s (the agent's)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from agentgym.cli import app
+from agentgym.errors import ConfigError
+from agentgym.evaluation import ChatAgent, ChatClient, ChatSettings, EvalPlan, read_run, run_eval, summarize
+from agentgym.reliability import RetryPolicy
+
+from .chat_server import ChatServer, Script
+
+FAST_RETRY = RetryPolicy(attempts=3, initial_s=0.01, max_wait_s=0.02)
+
+
+@pytest.fixture
+def server():
+    started: list[ChatServer] = []
+
+    def start(script: Script | None = None, port: int = 0) -> ChatServer:
+        srv = ChatServer(script, port).start()
+        started.append(srv)
+        return srv
+
+    yield start
+    for srv in started:
+        srv.stop()
+
+
+def _agent(url: str, mode: str = "native", retry: RetryPolicy = FAST_RETRY) -> ChatAgent:
+    return ChatAgent(ChatClient(ChatSettings(url, "tiny", tool_mode=mode, timeout_s=5), retry=retry))
+
+
+def _episode_lines(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if json.loads(line)["kind"] == "episode"]
+
+
+@pytest.mark.parametrize("mode", ["native", "text"])
+def test_eval_cli_writes_records_and_summary_in_both_tool_modes(server, tmp_path, mode):
+    srv = server()
+    out = tmp_path / "run.jsonl"
+    result = CliRunner().invoke(app, ["eval", "agentgym/Calculator-v0", "--base-url", srv.url, "--model", "tiny",
+                                      "--tool-mode", mode, "--episodes", "12", "--concurrency", "4",
+                                      "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout[result.stdout.index("{"):])
+    records = _episode_lines(out)
+    assert sorted(r["episode"] for r in records) == list(range(12))
+    assert summary["episodes"] == 12 and summary["infra_failed"] == 0 and summary["agent"]["tool_mode"] == mode
+    assert summary["success"] > 0.3  # the scripted model solves the +/- questions through the tools
+    assert summary["tools"]["calculate"]["usage_frac"] == 1.0
+    first = records[0]
+    assert [m["role"] for m in first["messages"]][:3] == ["system", "user", "assistant"]
+    assert {c["status"] for r in records for c in r["tool_calls"]} == {"ok"}
+    assert first["tokens"]["prompt"] > 0 and first["tokens"]["completion"] > 0 and first["latency_s"] > 0
+    header = json.loads(out.read_text().splitlines()[0])
+    assert header["agent"]["model"] == "tiny" and header["sampling"]["temperature"] == 0.0
+    assert json.loads((tmp_path / "run.jsonl.summary.json").read_text())["fingerprint"] == header["fingerprint"]
+    body = srv.script.bodies[0]
+    assert body["tool_choice"] == ("auto" if mode == "native" else "none") and body["tools"]
+    if mode == "native":  # tool results go back answering their call ids
+        later = next(b for b in srv.script.bodies if len(b["messages"]) > 3)
+        assert later["messages"][-1]["role"] == "tool" and later["messages"][-1]["tool_call_id"]
+
+
+def test_killed_server_makes_episodes_infra_failed_and_resume_finishes_each_once(server, tmp_path):
+    srv = server(Script(die_after=9, delay_s=0.01))
+    out = tmp_path / "run.jsonl"
+    plan = EvalPlan("agentgym/Calculator-v0", tasks=12, concurrency=3)
+    first = run_eval(plan, _agent(srv.url), out=out)
+    failed = [r for r in first.records if r["infra_failed"]]
+    scored = [r for r in first.records if not r["infra_failed"]]
+    assert failed and scored and len(first.records) == 12
+    assert {r["infra_source"] for r in failed} == {"model"} and all("failed after 3 tries" in r["error"] for r in failed)
+    assert all(r["end"] == "answered" for r in scored)  # no episode was ended (scored 0) by the dead server
+    summary = summarize(first.header, first.records)
+    assert summary["infra_failed"] == len(failed) and summary["scored"] == len(scored)
+    assert summary["n"] == len(scored)  # the success rate's denominator leaves infra failures out
+
+    restarted = server(port=srv.port)
+    second = run_eval(plan, _agent(restarted.url), out=out, resume=True)
+    lines = _episode_lines(out)
+    assert sorted(r["episode"] for r in lines) == list(range(12))  # every episode exactly once
+    assert not any(r["infra_failed"] for r in lines)
+    assert second.played == len(failed)
+    assert restarted.script.served == 2 * len(failed)  # two turns each: finished episodes were not replayed
+    finished_before = {r["episode"]: r["messages"] for r in scored}
+    assert all(r["messages"] == finished_before[r["episode"]] for r in lines if r["episode"] in finished_before)
+
+
+def test_cli_resume_continues_the_run_file(server, tmp_path):
+    srv = server(Script(die_after=4))
+    out = tmp_path / "run.jsonl"
+    args = ["eval", "agentgym/Calculator-v0", "--base-url", srv.url, "--model", "tiny", "--episodes", "6",
+            "--concurrency", "1", "--timeout", "2", "--out", str(out)]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    assert "infra-failed 4" in first.output  # episodes 2..5 (episodes 0, 1 took the four answers)
+    restarted = server(port=srv.port)
+    second = CliRunner().invoke(app, args + ["--resume"])
+    assert second.exit_code == 0, second.output
+    assert "infra-failed 0" in second.output and restarted.script.served == 8
+    again = CliRunner().invoke(app, args)  # without --resume an existing run file is refused
+    assert again.exit_code == 2 and "--resume" in again.stderr
+
+
+def test_rate_limited_server_slows_the_run_and_fails_no_episode(server):
+    srv = server(Script(rate_limit_first=8, retry_after="1"))
+    agent = _agent(srv.url)
+    start = time.monotonic()
+    result = run_eval(EvalPlan("agentgym/Calculator-v0", tasks=8, concurrency=8), agent)
+    elapsed = time.monotonic() - start
+    assert not any(r["infra_failed"] for r in result.records) and len(result.records) == 8
+    assert all(r["end"] == "answered" for r in result.records)
+    assert elapsed >= 1.0  # everyone waited for the Retry-After
+    assert agent.client.gate.limited == 8 and agent.client.retries == 0  # no infra retry was spent on 429s
+
+
+@pytest.mark.parametrize("fail_with", [500, 503, "malformed"])
+def test_server_failures_are_retried_then_infra_failed(server, fail_with):
+    srv = server(Script(fail_with=fail_with))
+    result = run_eval(EvalPlan("agentgym/Calculator-v0", tasks=2, concurrency=2), _agent(srv.url))
+    assert all(r["infra_failed"] and r["infra_source"] == "model" for r in result.records)
+    assert srv.script.requests == 2 * FAST_RETRY.attempts  # each episode's first call, retried to its budget
+    summary = summarize(result.header, result.records)
+    assert summary["scored"] == 0 and summary["infra_failed"] == 2
+
+
+def test_connection_refused_is_infrastructure(tmp_path):
+    srv = ChatServer().start()
+    url = srv.url
+    srv.stop()  # nothing listens there now
+    result = run_eval(EvalPlan("agentgym/Calculator-v0", tasks=2), _agent(url))
+    assert all(r["infra_failed"] and "ConnectError" in r["error"] for r in result.records)
+
+
+def test_a_rejected_request_is_the_agents_outcome(server):
+    srv = server(Script(fail_with=400))
+    result = run_eval(EvalPlan("agentgym/Calculator-v0", tasks=2), _agent(srv.url))
+    assert all(not r["infra_failed"] and r["end"] == "model_rejected" and r["reward"] == 0.0 for r in result.records)
+    assert srv.script.requests == 2  # not retried
+
+
+def test_a_refused_key_stops_the_run(server):
+    srv = server(Script(fail_with=401))
+    with pytest.raises(ConfigError, match="HTTP 401"):
+        run_eval(EvalPlan("agentgym/Calculator-v0", tasks=4), _agent(srv.url))
+
+
+def test_team_env_every_seat_is_played_by_the_model(server, tmp_path):
+    srv = server()
+    out = tmp_path / "team.jsonl"
+    result = run_eval(EvalPlan("agentgym/SearchTeam-v1", tasks=2, concurrency=2), _agent(srv.url), out=out)
+    seats = {seat for r in result.records for seat in r["seats"]}
+    assert len(seats) >= 2
+    served_seats = {b["messages"][0]["content"] for b in srv.script.bodies}  # one system prompt per role
+    assert len(served_seats) >= 2
+    assert all(not r["infra_failed"] for r in result.records) and read_run(out).header.env == "agentgym/SearchTeam-v1"
