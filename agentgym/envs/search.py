@@ -17,9 +17,12 @@ Two prompt styles share the tasks:
 * ``parser="tags"`` (SearchR1-v1): ``<search>query</search>`` returns Search-R1-style
   ``Doc i(Title: ...) text`` passages inside ``<information>``; ``<answer>x</answer>``.
 
-The reward is exact match of the single final answer (``tasks.search.grade_answer``);
-F1, retrieval recall of the supporting documents and the number of searches go to
-``info`` as diagnostics.
+The reward is exact match of the single final answer: on the bundled questions
+``tasks.search.grade_answer`` (with its guards); on a QA file of your own (``qa_path``,
+e.g. FlashRAG's NQ or HotpotQA) Search-R1's EM over ``golden_answers``
+(``tasks.search.search_r1_metrics``), so rewards compare with published numbers, with
+cover-EM beside it in ``info``. F1, retrieval recall of the supporting documents and the
+number of searches go to ``info`` as diagnostics.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from tasks.search import (
     load_custom_dataset,
     load_default_dataset,
 )
+from tasks.search.search_r1_metrics import qa_scores
 
 __all__ = ["SearchEnv", "SearchTask"]
 
@@ -178,6 +182,7 @@ class SearchFamily(TaskFamily):
             if progress is not None and qa_path is None and corpus_path is None:
                 load_default_dataset(seed=data_seed, progress=progress)
             self.dataset = _load_dataset(data_seed, _path(corpus_path), _path(qa_path))
+        self.scorer = "grade_answer" if qa_path is None else "search_r1_em"  # your file: Search-R1's metric
         # Every check that can refuse the config runs before a shared client is taken:
         # a family that raises here is never closed, so it must hold nothing.
         self._by_hops: dict[str, tuple[Question, ...]] = {}
@@ -249,14 +254,17 @@ class SearchFamily(TaskFamily):
 
     def score(self, task: SearchTask, answer: dict[str, Any]) -> tuple[float, dict[str, Any]]:
         q = task.question
-        grade = grade_answer(str(answer.get("answer", "")), q.golden_answers,
-                             max_answer_chars=self.max_answer_chars)
+        text = str(answer.get("answer", ""))
+        grade = grade_answer(text, q.golden_answers, max_answer_chars=self.max_answer_chars)
+        reward, metrics = grade.reward, {"exact_match": float(grade.exact_match), "f1": grade.f1,
+                                         "answer_guard": grade.guard}
+        if self.scorer == "search_r1_em":  # no guards: EM over whole answers cannot be sprayed
+            r1 = qa_scores(text, q.golden_answers)
+            reward, metrics = r1.em, {"exact_match": r1.em, "f1": r1.f1, "cover_em": r1.cover_em, "answer_guard": None}
         support = set(q.supporting_doc_ids)
         recall = len(support & self._seen) / len(support) if support else None  # unknown support
-        return grade.reward, {
-            "exact_match": float(grade.exact_match),
-            "f1": grade.f1,
-            "answer_guard": grade.guard,
+        return reward, {
+            **metrics,
             "retrieval_recall": recall,
             "searches": self._searches,
             "docs_opened": len(self._opened),
@@ -269,6 +277,7 @@ class SearchFamily(TaskFamily):
         return {
             **remote,
             "corpus_version": self.dataset.corpus.version,
+            "scorer": self.scorer,
             "questions_version": self.dataset.version,
             "dataset_builder": self.dataset.builder,
             "hops": self.hops,
