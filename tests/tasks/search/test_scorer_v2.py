@@ -8,7 +8,10 @@ neighbour's capital, another country's currency with the same unit, a decade, a 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -274,3 +277,14 @@ def test_shipped_tables_match_the_installed_sources():
     rebuilt = build_alias_tables()
     assert shipped["sources"] == rebuilt["sources"]
     assert shipped == rebuilt, "run `python -m tasks.search.aliases` after editing curated.json"
+
+
+def test_the_docs_scoring_examples_run_as_written():
+    """The python blocks of docs/environments.md's "Search scoring" section."""
+    root = Path(__file__).resolve().parents[3]
+    section = (root / "docs" / "environments.md").read_text(encoding="utf-8").split("## Search scoring", 1)[1]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+    assert len(blocks) == 2, "the scoring examples in docs/environments.md are gone"
+    for block in blocks:
+        with contextlib.chdir(root):
+            exec(compile(block, "docs/environments.md", "exec"), {})  # noqa: S102 - the docs' own text
