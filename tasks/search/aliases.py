@@ -76,6 +76,7 @@ _ABBREVIATIONS = {"st": "saint", "ste": "sainte", "mt": "mount", "ft": "fort"}
 _ARTICLES = frozenset({"a", "an", "the"})
 
 
+@functools.lru_cache(maxsize=1 << 16)  # the tables' forms are folded at every grade
 def fold(text: str) -> str:
     """Accent-free, case-free words: what two spellings of one name have in common.
 

@@ -77,17 +77,15 @@ def _city_with_country(answer: str, golds: Sequence[str], kind: AnswerKind, tabl
     return False
 
 
-def _matches(answer: str, golds: Sequence[str], kind: AnswerKind | None, tables: AliasTables) -> tuple[bool, tuple[str, ...]]:
+def _matches(answer: str, golds: Sequence[str], kind: AnswerKind | None, tables: AliasTables) -> bool:
     if _is_numeric(kind, golds):
         value = parse_number(answer)
-        numbers = {parse_number(g) for g in golds} - {None}
-        return value is not None and value in numbers, tuple(golds)
+        return value is not None and value in {parse_number(g) for g in golds}
     entity_kind: AnswerKind = kind or "entity"
-    accepted = accepted_answers(golds, entity_kind, tables)
     key = alias_key(answer)
-    if key in {alias_key(form) for form in accepted}:
-        return True, accepted
-    return _city_with_country(answer, golds, entity_kind, tables), accepted
+    if any(key == alias_key(form) for form in accepted_answers(golds, entity_kind, tables)):
+        return True
+    return _city_with_country(answer, golds, entity_kind, tables)
 
 
 def grade_answer_v2(
@@ -114,16 +112,16 @@ def grade_answer_v2(
     tables = tables or load_alias_tables()
     answer = (prediction or "").strip()
     guard: GuardName | None = None
-    em, accepted = False, tuple(golds)
+    em = False
     if not alias_key(answer):
         guard = "empty"
     elif len(answer) > max_answer_chars:
         guard = "too_long"
     else:
-        em, accepted = _matches(answer, golds, kind, tables)
+        em = _matches(answer, golds, kind, tables)
         if not em and _lists_candidates(answer):
             guard = "multiple_candidates"
-    f1 = f1_score(answer, accepted) if alias_key(answer) else 0.0
+    f1 = 1.0 if em else f1_score(answer, golds)  # a diagnostic, against the golds as written
     return Grade(reward=1.0 if em and guard is None else 0.0, exact_match=em, f1=f1, guard=guard,
                  normalized_answer=fold(answer))
 
