@@ -349,13 +349,16 @@ def stress(
 
 
 @app.command("audit-reward")
-def audit_reward(env_id: str, tasks: int = 20, seed: int = 0) -> None:
-    """Run the reward-hacking kit against an env's scorer; fail on any leak."""
+def audit_reward(env_id: str, tasks: int = 20, seed: int = 0,
+                 judge_url: Annotated[Optional[str], typer.Option(help="judged envs: also attack this "
+                                                                  "OpenAI-compatible judge (…/v1)")] = None,
+                 judge_model: Annotated[Optional[str], typer.Option(help="the judge server's model")] = None) -> None:
+    """Run the reward-hacking kit against an env's scorer (a judged env: the judge kit); fail on any leak."""
     from agentgym.commands.readiness import audit_reward_command
 
     def checked() -> int:
         _check_env(env_id)
-        return audit_reward_command(env_id, tasks, seed)
+        return audit_reward_command(env_id, tasks, seed, judge_url, judge_model)
 
     _run(checked)
 

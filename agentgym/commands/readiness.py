@@ -48,13 +48,18 @@ def stress_command(env_id: str, episodes: int, concurrency: int, faults: str, ad
     return 0 if report.passed else 1
 
 
-def audit_reward_command(env_id: str, tasks: int, seed: int) -> int:
-    """Run the reward-hacking kit; exit 1 on any leak, crash or failing oracle."""
+def audit_reward_command(env_id: str, tasks: int, seed: int, judge_url: str | None = None,
+                         judge_model: str | None = None) -> int:
+    """Run the reward-hacking kit; exit 1 on any leak, crash or failing oracle. A judged
+    env gets the judge kit instead, against the gullible judge and, when given, a real one."""
     import agentgym  # noqa: F401
     from agentgym.readiness import audit_reward
+    from agentgym.readiness.judged_command import audit_judged_command, env_is_judged
     from agentgym.readiness.report import audit_tables
 
     console = cli_console()
+    if env_is_judged(env_id):
+        return audit_judged_command(console, env_id, tasks, seed, judge_url, judge_model)
     report = audit_reward(env_id, tasks=tasks, seed=seed)
     for table in audit_tables(report):
         console.print(table)
