@@ -3,7 +3,7 @@
 v1 accepted ``max(0.5 * 10**-d, 1e-4 * |truth|)``: for a large answer the relative term
 wins, so a question asking for 4 decimals of 13293.93 accepted +-1.33. v2 accepts exactly
 what rounding to ``d`` decimals can change, half a unit of the last decimal, plus
-float64's own error on the value (1e-12 relative): 13293.93 asked to 4 decimals accepts
+float64's own error on the value (1e-14 relative, about 50 ulps): 13293.93 asked to 4 decimals accepts
 +-0.00005. Everything else (integers exact, strings after NFKC and casefold, lists as sets
 without duplicates, all-or-nothing fields, exact keys) is v1's
 (:mod:`tasks.data_analysis.grading`).
@@ -23,7 +23,7 @@ from tasks.data_analysis.schema import AnswerSchema
 
 __all__ = ["FLOAT64_SLACK", "float_tolerance_v2", "score_answer_v2"]
 
-FLOAT64_SLACK = 1e-12
+FLOAT64_SLACK = 1e-14
 """Relative slack for float64 arithmetic (summation order differs between versions)."""
 
 
