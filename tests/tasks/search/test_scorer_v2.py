@@ -288,3 +288,31 @@ def test_the_docs_scoring_examples_run_as_written():
     for block in blocks:
         with contextlib.chdir(root):
             exec(compile(block, "docs/environments.md", "exec"), {})  # noqa: S102 - the docs' own text
+
+
+def _kind_of(template: str) -> str:
+    for suffix in ("capital", "currency", "language"):
+        if template.endswith(suffix):
+            return suffix
+    return {"birth_year": "year", "death_year": "year", "born_earlier": "person"}.get(template, "country")
+
+
+# Cross-accepts that are right: the unit names the currency once the question names the
+# country; Palestine's proclaimed capital is Jerusalem (its article says so).
+INTENDED = {("North Korean Won", "Won"), ("Uzbekistan Sum", "Som"), ("East Jerusalem", "Jerusalem")}
+
+
+def test_search_v1_golds_score_one_and_other_answers_of_their_template_zero(questions):
+    golds_by_template: dict[str, dict[str, tuple[str, ...]]] = {}
+    for q in questions:
+        assert grade_answer_v2(q.answer, q.golden_answers, kind=_kind_of(q.template)).reward == 1.0, q.id
+        golds_by_template.setdefault(q.template, {}).setdefault(q.answer, q.golden_answers)
+    accepted = set()
+    for template, by_answer in golds_by_template.items():
+        answers = sorted(by_answer)
+        sample = answers[:: max(1, len(answers) // 40)]
+        for gold in sample:
+            for other in sample:
+                if other != gold and grade_answer_v2(other, by_answer[gold], kind=_kind_of(template)).reward:
+                    accepted.add((gold, other))
+    assert accepted <= INTENDED, sorted(accepted - INTENDED)
