@@ -33,8 +33,8 @@ from baselines.mismatch import MismatchConfig
 
 __all__ = [
     "TrainConfig", "ModelConfig", "EnvConfig", "RolloutConfig", "VLLMConfig", "AlgoConfig",
-    "SFTConfig", "LogConfig", "DistConfig", "TinySpecConfig", "ConfigError", "load_config", "config_from_dict",
-    "config_to_dict", "apply_overrides",
+    "SFTConfig", "LogConfig", "DistConfig", "RewardWatchConfig", "TinySpecConfig", "ConfigError", "load_config",
+    "config_from_dict", "config_to_dict", "apply_overrides",
 ]
 
 
@@ -255,6 +255,25 @@ class LogConfig(_Section):
     """Warn when a tool's per-batch usage fraction falls below this (``{search: 0.5}``)."""
 
 
+class RewardWatchConfig(_Section):
+    """The reward-jump alarm (:mod:`baselines.reward_watch`): a watched metric that rises
+    faster than ``max_rise`` per ``window`` steps is investigated as a possible hack."""
+
+    section: ClassVar[str] = "reward_watch."
+    enabled: StrictBool = False
+    metrics: list[StrictStr] = Field(default_factory=lambda: ["reward/mean", "eval/success_rate"])
+    """The metrics watched for jumps (train reward, eval scores)."""
+    max_rise: Real = Field(0.3, gt=0)
+    """The largest rise of a watched metric over ``window`` steps that is not an alarm."""
+    window: StrictInt = Field(1, ge=1)
+    top_k: StrictInt = Field(8, ge=1)
+    """Trajectories of the alarm's step saved and re-scored (the highest rewards)."""
+    second_judge: Literal["honest", "none"] = "honest"
+    """Re-score judged answers with a hardened scripted honest judge, or not."""
+    pause: StrictBool = False
+    """Stop the run (after a checkpoint) when the alarm fires."""
+
+
 class DistConfig(_Section):
     section: ClassVar[str] = "dist."
     strategy: Literal["none", "ddp", "fsdp2"] = "none"
@@ -284,6 +303,7 @@ class TrainConfig(_Section):
     sft: SFTConfig = Field(default_factory=SFTConfig)
     log: LogConfig = Field(default_factory=LogConfig)
     dist: DistConfig = Field(default_factory=DistConfig)
+    reward_watch: RewardWatchConfig = Field(default_factory=RewardWatchConfig)
 
     @model_validator(mode="after")
     def _team_limits(self) -> TrainConfig:

@@ -40,6 +40,7 @@ from baselines.engines.hf_async import BatchingEngine
 from baselines.errors import ConfigError
 from baselines.ewma import EWMAModel, ewma_age_for_batch_size
 from baselines.metrics import MetricsLogger, tool_usage_alerts
+from baselines.reward_watch import make_reward_watch
 from baselines.staleness import token_staleness
 from baselines.team_rollout import TeamRollout
 from baselines.trajectory import Trajectory, collate
@@ -196,6 +197,7 @@ class Trainer:
         sampling = SamplingConfig(config.rollout.max_new_tokens, config.rollout.temperature, config.rollout.top_p)
         self.logger = MetricsLogger(self.run_dir, tensorboard=config.log.tensorboard, wandb_project=config.log.wandb_project,
                                     config=config_to_dict(config)) if self.info.is_main else None
+        self.watch = make_reward_watch(config, self.run_dir, self.info.is_main)  # reward-jump alarm (reward_watch.*)
         if self._resuming():
             self.step = load_checkpoint(self.run_dir / "checkpoint", model=self.model, optimizer=self.optimizer, ewma=self.ewma, info=self.info)["step"]
         rollout_class = TeamRollout if config.env.is_team else AsyncRollout
@@ -285,7 +287,7 @@ class Trainer:
         batch = self.loop.collect(self.step)
         if cfg.rollout.max_staleness == 0:  # else episodes keep generating while the trainer runs
             self.engine.sleep()
-        trajs = batch.trajectories
+        trajs = self.last_trajectories = batch.trajectories
         rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32)
         adv = group_normalized_advantages(rewards, [t.group_id for t in trajs], normalize_std=cfg.algo.normalize_std, eps=cfg.algo.adv_eps)
         tokens = collate(trajs, adv, self.tokenizer.pad_token_id)  # no rows when every local episode infra-failed
@@ -384,9 +386,14 @@ class Trainer:
             if cfg.eval_every and (self.step % cfg.eval_every == 0 or self.step == cfg.steps):
                 last_eval = self.evaluate()
                 metrics.update(last_eval)
+            if self.watch is not None:
+                metrics.update(self.watch.observe(self.step, self.last_trajectories, metrics))
             self._log(self.step, metrics)
             if cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0:
                 self.save()
+            if self.watch is not None and self.watch.paused:  # the same decision on every rank
+                summary["alarm/paused_at_step"] = float(self.step)
+                break
         if cfg.eval_every:
             summary.update(_eval_summary(last_eval, "after"))  # the loop always evaluates its last step
         self.save()
@@ -408,6 +415,8 @@ class Trainer:
             env.close()
         if self.logger is not None:
             self.logger.close()
+        if self.watch is not None:
+            self.watch.close()
         close_engine = getattr(self.engine, "close", None)  # engines with a process or files of their own
         if close_engine is not None:
             close_engine()

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 __all__ = ["Finding", "find_injections", "strip_injections", "INJECTION_PATTERNS", "REMOVED_MARKER"]
 
-REMOVED_MARKER = "[text addressed to the judge removed]"
+REMOVED_MARKER = "[removed]"
+"""What replaces a finding: it must not itself read as an instruction or name the judge."""
 
 _ROLE = r"(?:judge|grader|evaluator|assessor|scorer|rater|marker|examiner|llm|ai model|language model)"
 INJECTION_PATTERNS: dict[str, str] = {
