@@ -79,22 +79,29 @@ def default_out(env_id: str, agent: dict[str, Any]) -> Path:
 
 
 def execute_run(plan: Any, agent: Any, *, out: str | Path | None, resume: bool,
-                json_out: bool, label: str) -> tuple[Any, dict[str, Any]]:
+                label: str) -> tuple[Any, dict[str, Any]]:
     """Run ``plan`` with ``agent`` under a progress display; save the summary beside the
     records (``RUN.summary.json``) and return the result and the summary."""
     from agentgym.evaluation.records import read_run
-    from agentgym.evaluation.run import run_eval
+    from agentgym.evaluation.run import close_agent, run_eval
     from agentgym.evaluation.summary import summarize
 
     done = 0
     if resume and out is not None and Path(out).exists():
         done = sum(1 for r in read_run(out, keep_infra_failed=False).records)
-    with Progress(label, plan.episodes, done) as progress:
-        result = run_eval(plan, agent, out=out, resume=resume, on_record=progress)
+    try:
+        with Progress(label, plan.episodes, done) as progress:
+            result = run_eval(plan, agent, out=out, resume=resume, on_record=progress)
+    finally:
+        close_agent(agent)
     summary = summarize(result.header, result.records, elapsed_s=result.elapsed_s, played=result.played,
                         played_tokens=result.tokens_played, lost=len(result.lost))
     if result.sandbox:
         summary.update(result.sandbox)
+    client = getattr(agent, "client", None)
+    if client is not None:  # what the model server put the run through (not in any record)
+        summary["model_server"] = {"retries": client.retries, "rate_limited": client.gate.limited,
+                                   "rate_limit_held_s": round(client.gate.held_s, 3)}
     if out is not None:
         summary["records"] = str(out)
         Path(str(out) + ".summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
@@ -108,6 +115,10 @@ def print_summary(summary: dict[str, Any], console: Any) -> None:
     console.print(f"[bold]{summary['scored']}[/] scored episodes, success [bold]{summary['success']:.1%}[/] "
                   f"(95% CI {lo:.1%}–{hi:.1%}), infra-failed {summary['infra_failed']} (reported apart), "
                   f"lost {summary['lost']}, fingerprint {summary['fingerprint']}")
+    server = summary.get("model_server")
+    if server and (server["retries"] or server["rate_limited"]):
+        console.print(f"model server: {server['retries']} retries, rate limited {server['rate_limited']} times "
+                      f"(the run waited {server['rate_limit_held_s']:.1f} s)")
     if through:
         console.print(f"[dim]{through['episodes_per_s']:.2f} episodes/s, {through['tokens_per_s']:.0f} tokens/s "
                       f"({through['played']} played in {through['elapsed_s']:.1f} s)[/]")
@@ -155,8 +166,7 @@ def eval_command(env_id: str, model: str, settings: dict[str, Any], *, episodes:
     agent = _make_agent(model, settings)
     path = Path(out) if out is not None else default_out(env_id, agent.describe())
     try:
-        result, summary = execute_run(plan, agent, out=path, resume=resume, json_out=json_out,
-                                      label=f"{env_id} ({model})")
+        result, summary = execute_run(plan, agent, out=path, resume=resume, label=f"{env_id} ({model})")
     finally:
         close_shared_resources()
     console = cli_console(stderr=json_out)

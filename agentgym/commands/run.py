@@ -70,7 +70,7 @@ def run_command(env_id: str, policy_name: str, episodes: int, concurrency: int, 
         from agentgym.commands.eval import execute_run
 
         result, summary = execute_run(EvalPlan(env_id, episodes, 1, concurrency, seed, env_kwargs), agent,
-                                      out=out, resume=resume, json_out=json_out, label=label)
+                                      out=out, resume=resume, label=label)
     close_shared_resources()
     _print_run(summary, result, json_out, concurrency, workers if ray_address is not None else None)
     return 0 if not result.lost else 1

@@ -7,7 +7,8 @@ action text:
 
 - ``native``: assistant turns carry their ``tool_calls``; each following ``tool``
   message gets the ``tool_call_id`` of the call it answers (in order, as the env answers
-  calls in order). The calls are rendered in the env's parser format
+  calls in order; an env whose parser answers in one user turn, like Search-R1 tags,
+  answers the calls with that turn). The calls are rendered in the env's parser format
   (:func:`~agentgym.evaluation.actions.render_tool_calls`).
 - ``text``: the model writes its calls as text and the env parses them; tool results go
   back as ``<tool_response>`` user turns (how Hermes/Qwen templates render them), so no
@@ -64,6 +65,12 @@ def request_messages(history: list[dict[str, Any]], tool_mode: str) -> list[dict
             else:
                 out.append({"role": "user", "content": text})
         else:
+            if role == "user" and pending:  # results in a user turn (tag parsers): they answer the calls
+                content = str(m.get("content", ""))
+                out.extend({"role": "tool", "content": content if i == 0 else "[see the result above]",
+                            "tool_call_id": call_id} for i, call_id in enumerate(pending))
+                pending = []
+                continue
             out.append({"role": role, "content": m.get("content", "")})
     return out
 

@@ -25,7 +25,7 @@ from agentgym.runtime import run_sync
 from agentgym.telemetry import Telemetry
 from agentgym.wrappers import env_attr
 
-__all__ = ["EvalPlan", "EvalResult", "run_eval", "arun_eval"]
+__all__ = ["EvalPlan", "EvalResult", "run_eval", "arun_eval", "close_agent"]
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,8 @@ async def arun_eval(plan: EvalPlan, agent: Any, *, out: str | Path | None = None
     """Play the plan's episodes with ``agent``; see the module docstring.
 
     ``out`` is the run file (JSONL); without it records stay in memory. ``on_record`` sees
-    each record as it is written (the progress display)."""
+    each record as it is written (the progress display). The agent stays open (a run may
+    be followed by another with the same model): close it with :func:`close_agent`."""
     envs, team = _make_envs(plan.env_id, plan.env_kwargs, max(1, min(plan.concurrency, plan.episodes)))
     fingerprint = env_attr(envs[0], "fingerprint")
     header = RunHeader(plan.env_id, dict(plan.env_kwargs), str(fingerprint), dict(fingerprint.fields),
@@ -122,14 +123,19 @@ async def arun_eval(plan: EvalPlan, agent: Any, *, out: str | Path | None = None
             await env_attr(env, "aclose")()
         if writer is not None:
             writer.close()
-        closer = getattr(agent, "aclose", None)
-        if closer is not None:
-            await closer()
     records = sorted(earlier + played, key=lambda r: r["episode"])
     tokens = sum(r["tokens"]["prompt"] + r["tokens"]["completion"] for r in played)
     return EvalResult(header, records, len(played), [(pending[k], tb) for k, tb in lost],
                       time.perf_counter() - start, Telemetry.merged(env_attr(e, "telemetry") for e in envs),
                       sandbox_summary(fingerprint.fields), tokens)
+
+
+def close_agent(agent: Any) -> None:
+    """Release what ``agent`` holds (an HTTP client, a local engine), on the runtime loop
+    where it was used."""
+    closer = getattr(agent, "aclose", None)
+    if closer is not None:
+        run_sync(closer())
 
 
 def _open(out: str | Path | None, header: RunHeader, resume: bool) -> tuple[RecordWriter | None, list[dict[str, Any]]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from agentgym.evaluation import EvalPlan, run_eval
+from agentgym.evaluation.run import close_agent
 from baselines.eval_models import hf_agent
 
 
@@ -16,6 +17,7 @@ def test_local_checkpoint_plays_token_in_token_out(tiny_model_dir, tmp_path):
     out = tmp_path / "run.jsonl"
     agent = hf_agent(str(tiny_model_dir), {"max_tokens": 24, "max_seq_len": 2048})
     result = run_eval(EvalPlan("agentgym/Calculator-v0", tasks=4, concurrency=4), agent, out=out)
+    close_agent(agent)
     assert len(result.records) == 4 and not any(r["infra_failed"] for r in result.records)
     header = json.loads(out.read_text().splitlines()[0])
     assert header["agent"]["kind"] == "hf" and header["sampling"]["temperature"] == 0.0
@@ -28,9 +30,10 @@ def test_local_checkpoint_plays_token_in_token_out(tiny_model_dir, tmp_path):
 
 
 def test_greedy_is_reproducible_across_runs_and_concurrency(tiny_model_dir):
-    plan = EvalPlan("agentgym/Calculator-v0", tasks=3, concurrency=3)
-    a = run_eval(plan, hf_agent(str(tiny_model_dir), {"max_tokens": 16}))
-    b = run_eval(EvalPlan("agentgym/Calculator-v0", tasks=3, concurrency=1), hf_agent(str(tiny_model_dir), {"max_tokens": 16}))
+    agent = hf_agent(str(tiny_model_dir), {"max_tokens": 16})
+    a = run_eval(EvalPlan("agentgym/Calculator-v0", tasks=3, concurrency=3), agent)
+    b = run_eval(EvalPlan("agentgym/Calculator-v0", tasks=3, concurrency=1), agent)  # the same agent, run again
+    close_agent(agent)
     actions = lambda res: [[m["token_ids"] for m in r["messages"] if m["role"] == "assistant"] for r in res.records]  # noqa: E731
     assert actions(a) == actions(b)
 

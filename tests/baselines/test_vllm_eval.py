@@ -77,8 +77,12 @@ def test_vllm_and_transformers_give_the_same_greedy_actions(trained_model_dir):
 
     plan = EvalPlan("agentgym/Calculator-v0", tasks=8, concurrency=8)
     settings = {"max_tokens": 40, "max_seq_len": 2048, "dtype": "float32"}
-    hf = run_eval(plan, hf_agent(str(trained_model_dir), settings))
-    vl = run_eval(plan, vllm_agent(str(trained_model_dir), settings))
+    from agentgym.evaluation.run import close_agent
+
+    hf_model, vllm_model = hf_agent(str(trained_model_dir), settings), vllm_agent(str(trained_model_dir), settings)
+    hf, vl = run_eval(plan, hf_model), run_eval(plan, vllm_model)
+    close_agent(hf_model)
+    close_agent(vllm_model)
     actions = lambda res: [[m["token_ids"] for m in r["messages"] if m["role"] == "assistant"] for r in res.records]  # noqa: E731
     assert actions(hf) == actions(vl)
     assert [r["reward"] for r in hf.records] == [r["reward"] for r in vl.records]

@@ -54,6 +54,7 @@ def test_eval_cli_writes_records_and_summary_in_both_tool_modes(server, tmp_path
     records = _episode_lines(out)
     assert sorted(r["episode"] for r in records) == list(range(12))
     assert summary["episodes"] == 12 and summary["infra_failed"] == 0 and summary["agent"]["tool_mode"] == mode
+    assert summary["model_server"] == {"retries": 0, "rate_limited": 0, "rate_limit_held_s": 0.0}
     assert summary["success"] > 0.3  # the scripted model solves the +/- questions through the tools
     assert summary["tools"]["calculate"]["usage_frac"] == 1.0
     first = records[0]
@@ -163,3 +164,24 @@ def test_team_env_every_seat_is_played_by_the_model(server, tmp_path):
     served_seats = {b["messages"][0]["content"] for b in srv.script.bodies}  # one system prompt per role
     assert len(served_seats) >= 2
     assert all(not r["infra_failed"] for r in result.records) and read_run(out).header.env == "agentgym/SearchTeam-v1"
+
+
+def test_native_calls_answered_in_one_user_turn_get_their_call_ids():
+    from agentgym.evaluation.model_agent import request_messages
+
+    history = [{"role": "user", "content": "q"},
+               {"role": "assistant", "content": "", "tool_calls": [
+                   {"id": "a", "type": "function", "function": {"name": "search", "arguments": "{}"}},
+                   {"id": "b", "type": "function", "function": {"name": "search", "arguments": "{}"}}]},
+               {"role": "user", "content": "<information>x</information>"}]
+    sent = request_messages(history, "native")
+    assert [(m["role"], m.get("tool_call_id")) for m in sent[2:]] == [("tool", "a"), ("tool", "b")]
+    assert sent[2]["content"] == "<information>x</information>"
+
+
+def test_rate_limiting_is_in_the_cli_summary(server, tmp_path):
+    srv = server(Script(rate_limit_first=2, retry_after="0.2"))
+    result = CliRunner().invoke(app, ["eval", "agentgym/Calculator-v0", "--base-url", srv.url, "--model", "tiny",
+                                      "--episodes", "2", "--out", str(tmp_path / "r.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert "rate limited 2 times" in result.output and "infra-failed 0" in result.output
