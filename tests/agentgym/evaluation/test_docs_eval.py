@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from agentgym.cli import app
 
-from .chat_server import ChatServer
+from agentgym.evaluation.fake_server import ChatServer
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 

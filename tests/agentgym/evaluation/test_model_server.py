@@ -1,4 +1,4 @@
-"""``agentgym eval`` against a real HTTP chat server on a local port (tests/.../chat_server.py):
+"""``agentgym eval`` against a real HTTP chat server on a local port (agentgym.evaluation.fake_server):
 both tool modes, a server killed mid-run, a resume after its restart, rate limiting,
 5xx/malformed answers (infrastructure) and 400s (the agent's)."""
 
@@ -15,7 +15,7 @@ from agentgym.errors import ConfigError
 from agentgym.evaluation import ChatAgent, ChatClient, ChatSettings, EvalPlan, read_run, run_eval, summarize
 from agentgym.reliability import RetryPolicy
 
-from .chat_server import ChatServer, Script
+from agentgym.evaluation.fake_server import ChatServer, Script
 
 FAST_RETRY = RetryPolicy(attempts=3, initial_s=0.01, max_wait_s=0.02)
 

@@ -1,5 +1,11 @@
-"""A scripted OpenAI-compatible chat server for the eval tests: a real HTTP/1.1 server on
-a local port, in a thread of its own, that the tests can rate-limit, break and kill.
+"""A scripted OpenAI-compatible chat server: a real HTTP/1.1 server on a local port, in a
+thread of its own, that can be told to rate-limit, fail and die.
+
+Shipped (not only a test helper) so that an evaluation pipeline can be exercised end to
+end without a model or a GPU: the eval tests kill it mid-run and restart it, the docs test
+runs the documented commands against it, and ``benchmarks/eval_throughput.py`` measures
+the runner's own overhead with it (``python -m agentgym.evaluation.fake_server --port P``
+serves it in a process of its own).
 
 Its "model" is a tiny scripted agent: on Calculator-v0 the first turn calls ``calculate``
 on the two numbers of the question joined by the operation its wording suggests, the
@@ -16,6 +22,8 @@ import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any
+
+__all__ = ["ChatServer", "Script", "scripted_reply"]
 
 _OPS = (("gives away", "-"), ("loses", "-"), ("eats", "-"), ("spends", "-"), ("more", "+"), ("buys", "+"),
         ("gets", "+"), ("finds", "+"), ("each", "*"), ("times", "*"), ("share", "//"), ("split", "//"))
@@ -158,3 +166,17 @@ class ChatServer:
             return None, {}, ""
         s.served += 1
         return 200, {}, json.dumps(scripted_reply(body))
+
+
+def main() -> None:  # pragma: no cover - a process of its own for benchmarks
+    import argparse
+
+    parser = argparse.ArgumentParser(description="A scripted OpenAI-compatible chat server (until killed).")
+    parser.add_argument("--port", type=int, default=0)
+    server = ChatServer(port=parser.parse_args().port).start()
+    print(server.url, flush=True)
+    threading.Event().wait()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
