@@ -76,6 +76,8 @@ class Script:
     rate_limit_first: int = 0
     retry_after: str = "1"
     fail_with: int | str | None = None
+    reply: dict[str, Any] | None = None
+    """A fixed assistant message to answer every request with (a wrong one, say)."""
     delay_s: float = 0.0
     served: int = 0
     requests: int = 0
@@ -165,7 +167,10 @@ class ChatServer:
             await self._kill()
             return None, {}, ""
         s.served += 1
-        return 200, {}, json.dumps(scripted_reply(body))
+        answer = scripted_reply(body)
+        if s.reply is not None:
+            answer["choices"][0]["message"] = s.reply
+        return 200, {}, json.dumps(answer)
 
 
 def main() -> None:  # pragma: no cover - a process of its own for benchmarks

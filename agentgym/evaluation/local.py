@@ -11,6 +11,7 @@ checkpoint and ``vllm`` for the in-process vLLM engine, each naming a function
 from __future__ import annotations
 
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any
 
 from agentgym.errors import ConfigError
@@ -23,6 +24,9 @@ EVAL_MODEL_GROUP = "agentgym.eval_models"
 def load_local_agent(model: str, settings: dict[str, Any]) -> Any:
     """The agent for a local checkpoint: ``vllm:PATH`` or a transformers ``PATH``."""
     kind, path = ("vllm", model[len("vllm:"):]) if model.startswith("vllm:") else ("hf", model)
+    if not Path(path).is_dir():  # never a download from a hub: no network at run time
+        raise ConfigError(f"Expected --model to be a local checkpoint directory (or vllm:DIR), actual value: "
+                          f"{model!r} is not a directory; for a served model pass --base-url URL --model NAME")
     found = {ep.name: ep for ep in entry_points(group=EVAL_MODEL_GROUP)}
     if kind not in found:
         raise ConfigError(f"Expected the {kind!r} model loader of {EVAL_MODEL_GROUP!r} for --model {model} "

@@ -185,3 +185,25 @@ def test_rate_limiting_is_in_the_cli_summary(server, tmp_path):
                                       "--episodes", "2", "--out", str(tmp_path / "r.jsonl")])
     assert result.exit_code == 0, result.output
     assert "rate limited 2 times" in result.output and "infra-failed 0" in result.output
+
+
+@pytest.mark.parametrize("reply, status", [
+    ({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "calculate", "arguments": "{not json"}}]}, "parse_error"),
+    ({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "telepathy", "arguments": "{}"}}]}, None),
+    ({"role": "assistant", "content": "I think it is 42."}, None),
+])
+def test_a_wrong_response_is_the_agents(server, reply, status):
+    srv = server(Script(reply=reply))
+    result = run_eval(EvalPlan("agentgym/Calculator-v0", tasks=2), _agent(srv.url))
+    for r in result.records:
+        assert not r["infra_failed"] and r["reward"] == 0.0 and r["end"] == "truncated"  # the turn limit
+        assert r["turns"] == 4 and len(srv.script.bodies) == 8  # every turn asked the model, none retried
+        if status is not None:
+            assert {c["status"] for c in r["tool_calls"]} == {status}
+
+
+def test_a_model_name_that_is_not_a_directory_is_refused_without_a_download():
+    result = CliRunner().invoke(app, ["eval", "agentgym/Calculator-v0", "--model", "Qwen/Qwen3-8B", "--episodes", "1"])
+    assert result.exit_code == 2 and "--base-url" in result.stderr
