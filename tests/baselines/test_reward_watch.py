@@ -124,3 +124,15 @@ def test_the_trainer_builds_a_watch_only_when_enabled(tmp_path):
     assert make_reward_watch(TrainConfig(), tmp_path, True) is None
     watch = make_reward_watch(TrainConfig(reward_watch={"enabled": True, "pause": True}), tmp_path, True)
     assert watch.config.pause and watch.report_dir == tmp_path / "alarm" and watch.rescorer is not None
+
+
+def test_the_config_block_of_docs_judges_md_is_valid():
+    import pathlib
+    import re
+
+    import yaml
+
+    page = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "judges.md").read_text("utf-8")
+    block = re.search(r"```yaml\n(.*?)```", page, re.S).group(1)
+    config = RewardWatchConfig(**yaml.safe_load(block)["reward_watch"])
+    assert config.enabled and config.top_k == 8
