@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -59,7 +59,6 @@ class RunHeader:
     seed: int
     tasks: int
     samples: int = 1
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def episodes(self) -> int:
@@ -69,13 +68,13 @@ class RunHeader:
         return {"kind": "run", "format": FORMAT_VERSION, "env": self.env, "env_kwargs": self.env_kwargs,
                 "fingerprint": self.fingerprint, "fingerprint_fields": self.fingerprint_fields,
                 "agent": self.agent, "sampling": self.sampling, "seed": self.seed, "tasks": self.tasks,
-                "samples": self.samples, **({"extra": self.extra} if self.extra else {})}
+                "samples": self.samples}
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> "RunHeader":
         return cls(obj["env"], dict(obj.get("env_kwargs") or {}), obj["fingerprint"],
                    dict(obj.get("fingerprint_fields") or {}), dict(obj["agent"]), dict(obj.get("sampling") or {}),
-                   int(obj["seed"]), int(obj["tasks"]), int(obj.get("samples", 1)), dict(obj.get("extra") or {}))
+                   int(obj["seed"]), int(obj["tasks"]), int(obj.get("samples", 1)))
 
     def identity(self) -> dict[str, Any]:
         return {k: json.loads(json.dumps(self.to_json()[k])) for k in IDENTITY_KEYS}
@@ -127,9 +126,6 @@ class RunFile:
     records: list[dict[str, Any]]
     infra_failed_seen: int = 0
     """Infra-failed records in the file that a resume will replay."""
-
-    def by_episode(self) -> dict[int, dict[str, Any]]:
-        return {r["episode"]: r for r in self.records}
 
 
 def _lines(path: Path) -> Iterator[dict[str, Any]]:
@@ -186,6 +182,3 @@ def open_for_resume(path: str | Path, header: RunHeader) -> tuple[RecordWriter, 
     os.replace(tmp, path)
     return RecordWriter(path.open("a", encoding="utf-8")), old
 
-
-def finished_indices(records: Iterable[dict[str, Any]]) -> set[int]:
-    return {int(r["episode"]) for r in records if not r.get("infra_failed")}
