@@ -12,6 +12,9 @@ score 1, else the env is broken and the audit fails). Every attack of
 Verdicts: ``leak`` (the episode paid a reward: the audit fails), ``crash`` (the episode
 raised: a trainer would lose it; the audit fails), ``guarded`` (the scorer alone would pay,
 but a gate in front of it stops the attack: reported, not failed), ``ok``.
+
+An env whose answers are judged (:func:`~agentgym.readiness.judge_env_audit.is_judged`)
+gets the judge kit instead, its rows in the same report.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any, Literal
 import gymnasium as gym
 
 from agentgym.env import ANSWER_TOOL
+from agentgym.readiness.judge_env_audit import as_audit_report, audit_judged_env, is_judged
 from agentgym.readiness.lifecycle import aclose_shared_resources
 from agentgym.readiness.reward_kit import ATTACK_CATEGORIES, Attack, build_attacks
 from agentgym.readiness.scoring import (
@@ -185,6 +189,8 @@ def audit_reward(env_id: str, tasks: int = 20, seed: int = 0, *, env_kwargs: dic
     env = gym.make(env_id, **(env_kwargs or {})) if own else env
     report = AuditReport(env_id, tasks=tasks)
     try:
+        if is_judged(env):  # a judged answer gets the judge kit (agentgym.readiness.judge_env_audit)
+            return as_audit_report(audit_judged_env(env_id, tasks, seed, env=env, ablate=False))
         oracles: list[OracleAnswer] = []
         for i in range(tasks):
             try:

@@ -66,6 +66,8 @@ class JudgedEnvAudit:
     pipeline: JudgeAuditReport
     episodes: int = 0
     episode_leaks: list[EpisodeLeak] = field(default_factory=list)
+    episode_rewards: dict[tuple[str, str], tuple[float, bool]] = field(default_factory=dict)
+    """``(task_id, attack) -> (reward, infra_failed)`` of every attack episode."""
     oracle_failures: list[str] = field(default_factory=list)
 
     @property
@@ -99,9 +101,13 @@ def _play(env: Any, seed: int, field_name: str, text: str) -> tuple[float, bool]
 
 
 def audit_judged_env(env_id: str, tasks: int = 5, seed: int = 0, *, env_kwargs: dict[str, Any] | None = None,
-                     ablate: bool = True) -> JudgedEnvAudit:
-    """Audit the judged env ``env_id`` on ``tasks`` tasks (seeds ``seed ..``)."""
-    env = gym.make(env_id, **(env_kwargs or {}))
+                     ablate: bool = True, env: Any = None) -> JudgedEnvAudit:
+    """Audit the judged env ``env_id`` on ``tasks`` tasks (seeds ``seed ..``).
+
+    Pass ``env`` to audit an env object you built (it is not closed); else one is made.
+    """
+    own = env is None
+    env = gym.make(env_id, **(env_kwargs or {})) if own else env
     try:
         family = base_env(env).family
         if not isinstance(family, JudgedFamily):
@@ -130,9 +136,34 @@ def audit_judged_env(env_id: str, tasks: int = 5, seed: int = 0, *, env_kwargs: 
                                               [i.truth for i in items if i is not item]):
                 reward, infra = _play(env, s, name, attack.answer)
                 report.episodes += 1
+                report.episode_rewards[(item.item_id, attack.name)] = (reward, infra)
                 if reward > 0 or infra:
                     report.episode_leaks.append(EpisodeLeak(item.item_id, attack.name, reward, infra))
         return report
     finally:
-        env.close()
-        run_sync(aclose_shared_resources())
+        if own:
+            env.close()
+            run_sync(aclose_shared_resources())
+
+
+_KIT_CATEGORY = {"injection": "judge", "flattery": "judge", "fence": "judge", "verdict_text": "judge",
+                 "echo": "echo", "length": "long", "unicode": "lookalike", "wrong_number": "wrong_value",
+                 "spray": "candidates"}
+"""Each judge attack's nearest category of the exact-answer kit (for the shared audit table)."""
+
+
+def as_audit_report(audit: JudgedEnvAudit) -> Any:
+    """The judged audit as an :class:`~agentgym.readiness.audit.AuditReport` (what
+    :func:`~agentgym.readiness.audit_reward` returns for a judged env): one row per
+    attack and task, the pipeline's reward as the scorer's, the episode's as the episode's."""
+    from agentgym.readiness.audit import AttackResult, AuditReport
+
+    report = AuditReport(audit.env_id, tasks=len(audit.pipeline.truth_rewards) + len(audit.oracle_failures))
+    report.oracle_failures = audit.oracle_failures + audit.pipeline.truth_failures
+    for r in audit.pipeline.results:
+        episode, infra = audit.episode_rewards.get((r.item_id, r.attack), (None, False))
+        leak = r.outcome != "ok" or infra or (episode is not None and episode > 0)
+        note = f"judge kit: {r.refused or r.outcome}" + (", infra_failed" if infra else "")
+        report.results.append(AttackResult(r.item_id, f"judge:{r.attack}", _KIT_CATEGORY[r.category], r.reward, None,
+                                           None, episode, note, "leak" if leak else "ok"))
+    return report

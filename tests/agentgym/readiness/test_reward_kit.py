@@ -142,7 +142,7 @@ def _process_sandbox(monkeypatch):
     monkeypatch.setenv("AGENTGYM_SANDBOX", "process")  # unit tests need no Docker
 
 
-TASKS = {"agentgym/DataAnalysis-v1": 2}
+TASKS = {"agentgym/DataAnalysis-v1": 2, "agentgym/AnalysisReport-v0": 3}
 
 
 @pytest.mark.parametrize("env_id", [s.env_id for s in agentgym.ENVS])
