@@ -33,5 +33,12 @@ def float_tolerance_v2(truth: float, decimals: int) -> float:
 
 
 def score_answer_v2(schema: AnswerSchema, answer: Any, truth: Any) -> Score:
-    """:func:`~tasks.data_analysis.grading.score_answer` with :func:`float_tolerance_v2`."""
+    """:func:`~tasks.data_analysis.grading.score_answer` with :func:`float_tolerance_v2`.
+
+    >>> four = AnswerSchema("float", decimals=4)
+    >>> score_answer_v2(four, {"value": 13293.93004}, 13293.93).reward
+    1.0
+    >>> score_answer_v2(four, {"value": 13293.9301}, 13293.93).reward
+    0.0
+    """
     return score_answer(schema, answer, truth, tolerance=float_tolerance_v2)
