@@ -46,16 +46,7 @@ class InjectingEngine:
         report = WEAK_ANSWER + (f" {INJECTION}" if self.step >= self.hack_step else "")
         text = f"<tool_call>{json.dumps({'name': 'answer', 'arguments': {'report': report}})}</tool_call>"
         ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id]
-        return [Generation(ids, [-0.1] * len(ids), "stop") for _ in prompts]
-
-    def sync_weights(self, state_dict):
-        pass
-
-    def sleep(self):
-        pass
-
-    def wake_up(self):
-        pass
+        return [Generation(ids, [-0.1] * len(ids), "stop") for _ in prompts]  # AgentLoop needs only generate
 
 
 def _weak_judge() -> Judge:
