@@ -18,8 +18,8 @@ from agentgym.commands.console import cli_console
 __all__ = ["dataset_report_command"]
 
 
-def _dataset_of(env_id: str, env_kwargs: dict[str, Any]) -> tuple[Any, int | None]:
-    """The env's question dataset and its family's ``hops`` (``None``: every hop count)."""
+def _dataset_of(env_id: str, env_kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """The env's question dataset and its family (``family.hops``: ``None`` is every hop count)."""
     import gymnasium as gym
 
     from agentgym.errors import ConfigError
@@ -31,7 +31,7 @@ def _dataset_of(env_id: str, env_kwargs: dict[str, Any]) -> tuple[Any, int | Non
         if dataset is None or not hasattr(dataset, "splits"):
             raise ConfigError(f"Expected an env with a question dataset (e.g. agentgym/Search-v1), actual value: "
                               f"{env_id!r} has none")
-        return dataset, getattr(family, "hops", None)
+        return dataset, family
     finally:
         env.close()
 
@@ -50,8 +50,9 @@ def _table(title: str, rows: dict[str, dict[Any, int]], sizes: dict[str, int]) -
     return table
 
 
-def _shortcuts(dataset: Any, questions: list[Any]) -> dict[str, Any]:
-    """The shortcut audit of ``questions``: one BM25 query with the whole question, top 5."""
+def _shortcuts(dataset: Any, family: Any, questions: list[Any]) -> dict[str, Any]:
+    """The shortcut audit of ``questions``: one BM25 query with the whole question, top 5,
+    graded by the family's own scorer."""
     from agentgym.retrieval import LocalRetriever
     from tasks.search.shortcut import TOP_K, by_hops, shortcut_audit
 
@@ -60,7 +61,7 @@ def _shortcuts(dataset: Any, questions: list[Any]) -> dict[str, Any]:
     def search(query: str, k: int) -> list[tuple[str, str]]:
         return [(hit.doc_id, dataset.corpus[hit.position].contents) for hit in index.search(query, k)]
 
-    rows = shortcut_audit(questions, search)
+    rows = shortcut_audit(questions, search, lambda answer, q: family.grade(answer, q).reward)
     return {"k": TOP_K, "templates": [r.to_json() for r in rows], "hops": by_hops(rows)}
 
 
@@ -79,15 +80,25 @@ def _shortcut_table(audit: dict[str, Any], split: str) -> Any:
     return table
 
 
+def _wording_of(builder: str) -> dict[str, Any]:
+    """How to read the templates of a bundled dataset: v2's wordings for v2's builder, else v1's."""
+    from tasks.search.v2 import BUILDER_VERSION_V2, TEMPLATES_V2, match_template_v2
+
+    if builder != BUILDER_VERSION_V2:
+        return {}
+    return {"match": match_template_v2, "choices": {name: t.choices for name, t in TEMPLATES_V2.items()}}
+
+
 def dataset_report_command(env_id: str, env_kwargs: dict[str, Any], json_out: bool = False) -> int:
     from tasks.search.report import dataset_report
 
-    dataset, hops = _dataset_of(env_id, env_kwargs)
+    dataset, family = _dataset_of(env_id, env_kwargs)
+    hops = getattr(family, "hops", None)
     splits = {s: [q for q in qs if hops is None or q.num_hops == hops] for s, qs in dataset.splits.items()}
-    report = dataset_report(splits, dataset.audit)  # the audit is the whole dataset's gate
+    report = dataset_report(splits, dataset.audit, **_wording_of(dataset.builder))  # the audit: the whole dataset's gate
     audit_split = str(env_kwargs.get("split", "test"))
     report = {"env_id": env_id, "questions_version": dataset.version, "builder": dataset.builder, **report,
-              "shortcut_split": audit_split, "shortcuts": _shortcuts(dataset, splits.get(audit_split, []))}
+              "shortcut_split": audit_split, "shortcuts": _shortcuts(dataset, family, splits.get(audit_split, []))}
     if json_out:
         print(json.dumps(report, indent=1, ensure_ascii=False, default=str))
         return 0
@@ -96,10 +107,15 @@ def dataset_report_command(env_id: str, env_kwargs: dict[str, Any], json_out: bo
                   + ", ".join(f"{s} {n}" for s, n in report["sizes"].items()))
     console.print(_table("templates per split", report["templates"], report["sizes"]))
     console.print(_table("hop counts per split", report["hops"], report["sizes"]))
+    console.print("distinct answers per hop count: " + "; ".join(
+        f"{s} " + ", ".join(f"{h} hops {n}" for h, n in hops.items()) for s, hops in report["distinct_answers"].items()))
     gaps = report["max_gap_pp"]
     console.print(f"largest gap between splits: template {gaps['template']} pp, hops {gaps['hops']} pp; "
                   f"answer overlap with train: {report['answer_overlap_with_train']}")
     console.print(f"questions failing their template's grammar: {len(report['broken_wording'])}")
+    for template, row in report["two_way_choices"].items():
+        console.print(f"two-way choice {template} (chance {100 * row['chance']:.0f}%): share "
+                      + ", ".join(f"{s} {100 * v:.1f}%" for s, v in row["share"].items()))
     audit = report["audit"]
     if audit is not None:
         console.print(f"quality gate kept {sum(audit['kept'].values())}, rejected:")

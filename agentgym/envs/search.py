@@ -1,4 +1,9 @@
-"""Search-v1 / SearchR1-v1: answer single- and multi-hop questions by searching a corpus.
+"""Search-v1/v2 and SearchR1-v1/v2: answer single- and multi-hop questions by searching a corpus.
+
+Search-v2 (``SearchEnvV2``) is the same env over the v2 data (``tasks.search.v2``: borders
+in their own documents, hop counts that count documents, three wordings per template,
+persons found through their Wikipedia descriptions) scored by the v2 scorer
+(``tasks.search.scoring_v2``: aliases, Unicode folding, year and number forms).
 
 The default data is a bundled corpus (Wikipedia vital-article summaries plus country and
 city fact passages) with generated questions; see ``tasks.search``. Retrieval is BM25,
@@ -47,6 +52,7 @@ from agentgym.tools import Tool
 from tasks.search import (
     DEFAULT_MAX_ANSWER_CHARS,
     Corpus,
+    Grade,
     Question,
     SearchDataset,
     grade_answer,
@@ -55,7 +61,7 @@ from tasks.search import (
 )
 from tasks.search.search_r1_metrics import qa_scores
 
-__all__ = ["SearchEnv", "SearchTask"]
+__all__ = ["SearchEnv", "SearchEnvV2", "SearchTask"]
 
 _HERMES_SYSTEM = (
     "You answer questions using a search engine over a collection of Wikipedia summaries and "
@@ -86,14 +92,23 @@ _lock = threading.Lock()
 _TOOL_TIMEOUT_S = 30.0  # covers the retriever client's own retries (checked in __init__)
 
 
+def _default_dataset(version: int, data_seed: int, progress: ProgressCallback | None = None) -> SearchDataset:
+    """The bundled data of the family's version (v1's or v2's corpus and questions)."""
+    if version >= 2:
+        from tasks.search.v2 import load_default_dataset_v2
+
+        return load_default_dataset_v2(seed=data_seed, progress=progress)
+    return load_default_dataset(seed=data_seed, progress=progress)
+
+
 @functools.lru_cache(maxsize=8)
-def _load_dataset(data_seed: int, corpus_path: str | None, qa_path: str | None) -> SearchDataset:
+def _load_dataset(version: int, data_seed: int, corpus_path: str | None, qa_path: str | None) -> SearchDataset:
     if qa_path is None:
         if corpus_path is not None:
             raise ConfigError("Expected qa_path together with corpus_path (questions for your corpus), "
                               f"actual value: corpus_path={corpus_path!r}, qa_path=None")
-        return load_default_dataset(seed=data_seed)
-    corpus = load_default_dataset(seed=data_seed).corpus if corpus_path is None else Corpus.read_jsonl(corpus_path)
+        return _default_dataset(version, data_seed)
+    corpus = _default_dataset(version, data_seed).corpus if corpus_path is None else Corpus.read_jsonl(corpus_path)
     return load_custom_dataset(qa_path, corpus)
 
 
@@ -133,6 +148,7 @@ class SearchFamily(TaskFamily):
     """
 
     name = "Search"
+    bundled_scorer = "grade_answer"  # the fingerprint's scorer for the bundled questions
     version = 1  # v1: the search-data-4 questions (quality gate, 1-4 hops, splits drawn alike)
 
     def __init__(
@@ -180,9 +196,9 @@ class SearchFamily(TaskFamily):
         self.retriever_url = retriever_url
         with _lock:
             if progress is not None and qa_path is None and corpus_path is None:
-                load_default_dataset(seed=data_seed, progress=progress)
-            self.dataset = _load_dataset(data_seed, _path(corpus_path), _path(qa_path))
-        self.scorer = "grade_answer" if qa_path is None else "search_r1_em"  # your file: Search-R1's metric
+                _default_dataset(self.version, data_seed, progress)
+            self.dataset = _load_dataset(self.version, data_seed, _path(corpus_path), _path(qa_path))
+        self.scorer = self.bundled_scorer if qa_path is None else "search_r1_em"  # your file: Search-R1's metric
         # Every check that can refuse the config runs before a shared client is taken:
         # a family that raises here is never closed, so it must hold nothing.
         self._by_hops: dict[str, tuple[Question, ...]] = {}
@@ -252,10 +268,15 @@ class SearchFamily(TaskFamily):
             return _TAGS_PROMPT.format(question=task.question.question)
         return f"Question: {task.question.question}"
 
+    def grade(self, answer: str, question: Question) -> Grade:
+        """The bundled questions' scorer (Search-v1's: exact match after normalisation, the
+        spraying and length guards); ``score`` reports it, and Search-R1's EM on a qa_path file."""
+        return grade_answer(answer, question.golden_answers, max_answer_chars=self.max_answer_chars)
+
     def score(self, task: SearchTask, answer: dict[str, Any]) -> tuple[float, dict[str, Any]]:
         q = task.question
         text = str(answer.get("answer", ""))
-        grade = grade_answer(text, q.golden_answers, max_answer_chars=self.max_answer_chars)
+        grade = self.grade(text, q)
         reward, metrics = grade.reward, {"exact_match": float(grade.exact_match), "f1": grade.f1,
                                          "answer_guard": grade.guard}
         if self.scorer == "search_r1_em":  # no guards: EM over whole answers cannot be sprayed
@@ -439,7 +460,7 @@ class SearchEnv(ToolEnv):
             raise ConfigError(f"Expected style {style!r} with parser {getattr(parser, 'name', parser)!r} (the style "
                               f"follows the parser), actual value: {family_kwargs['style']!r}")
         kwargs = {**family_kwargs, "style": style, "split": split}
-        return family_from_kwargs(SearchFamily, kwargs, owner=type(self).__name__)  # type: ignore[return-value]
+        return family_from_kwargs(self.family_class, kwargs, owner=type(self).__name__)  # type: ignore[return-value]
 
     @property
     def dataset(self) -> SearchDataset:
@@ -449,6 +470,31 @@ class SearchEnv(ToolEnv):
     @property
     def retriever(self) -> Retriever:
         return self.family.retriever
+
+
+class SearchFamilyV2(SearchFamily):
+    """Search-v2: the v2 corpus and questions (``tasks.search.v2``), graded by the v2 scorer.
+
+    Takes ``SearchFamily``'s arguments; ``hops`` counts documents a question needs (1 to 4),
+    as the shortcut audit of ``agentgym dataset-report agentgym/Search-v2`` measures.
+    """
+
+    version = 2  # v2: search-data-v2 questions over the v2 corpus, the v2 scorer
+    bundled_scorer = "grade_answer_v2"
+
+    def grade(self, answer: str, question: Question) -> Grade:
+        """The v2 scorer, told what the template asks for (a capital, a year, a person ...)."""
+        from tasks.search.scoring_v2 import grade_answer_v2
+        from tasks.search.v2 import answer_kind
+
+        return grade_answer_v2(answer, question.golden_answers, kind=answer_kind(question.template),
+                               max_answer_chars=self.max_answer_chars)
+
+
+class SearchEnvV2(SearchEnv):
+    """Search-v2 (and SearchR1-v2 with ``parser="tags"``): ``ToolEnv(SearchFamilyV2(...))``."""
+
+    family_class = SearchFamilyV2
 
 
 def _path(p: str | os.PathLike[str] | None) -> str | None:

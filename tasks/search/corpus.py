@@ -165,8 +165,9 @@ def _join_names(names: Sequence[str]) -> str:
     return f"{', '.join(names[:-1])} and {names[-1]}"
 
 
-def country_document(country: Country, countries: dict[str, Country]) -> Document:
-    """A fact passage written from structured data, one sentence per fact."""
+def country_document(country: Country, countries: dict[str, Country], borders: bool = True) -> Document:
+    """A fact passage written from structured data, one sentence per fact (Search-v2's profiles
+    leave the border list out: ``borders=False``)."""
     name = country.name
     sentences = []
     if country.subregion or country.region:
@@ -186,7 +187,7 @@ def country_document(country: Country, countries: dict[str, Country]) -> Documen
     if country.demonym:
         sentences.append(f"The demonym for people from {name} is {country.demonym}.")
     neighbours = [countries[n].name for n in country.neighbours if n in countries]
-    if neighbours:
+    if neighbours and borders:
         sentences.append(f"{name} borders {_join_names(neighbours)}.")
     folded = {ascii_fold(name)}
     others = []

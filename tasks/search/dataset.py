@@ -21,11 +21,11 @@ from pathlib import Path
 from tasks.search.corpus import Corpus
 from tasks.search.generators import generate_audited
 from tasks.search.jsonl import RowReader, jsonl_rows
-from tasks.search.knowledge import build_knowledge_base
+from tasks.search.knowledge import KnowledgeBase, build_knowledge_base
 from tasks.search.quality import AUDIT_LABELS_VERSION, QualityAudit
 from tasks.search.questions import Hop, Question
 from tasks.search.sources import source_versions
-from tasks.search.splits import SPLITS, Split, split_questions
+from tasks.search.splits import DEFAULT_FRACTIONS, SPLITS, Split, split_questions
 from tasks.search.staging import reap_stale_staging, staging_dir
 
 __all__ = [
@@ -173,26 +173,31 @@ def read_qa_jsonl(path: str | os.PathLike[str], corpus: Corpus | None = None) ->
     return out
 
 
-def _build(seed: int, progress: ProgressCallback | None) -> tuple[Corpus, dict[Split, list[Question]], QualityAudit]:
+def _build(seed: int, progress: ProgressCallback | None, build_kb: Callable[[], KnowledgeBase] = build_knowledge_base,
+           generate: Callable[..., tuple[list[Question], QualityAudit]] = generate_audited,
+           fractions: dict[Split, float] = DEFAULT_FRACTIONS, label: str = "search data",
+           ) -> tuple[Corpus, dict[Split, list[Question]], QualityAudit]:
+    """Read the sources, generate and split the questions (v2 passes its own builders)."""
     if progress:
-        progress("search data: reading corpus sources", 0.0)
-    kb = build_knowledge_base()
+        progress(f"{label}: reading corpus sources", 0.0)
+    kb = build_kb()
     if progress:
-        progress("search data: generating questions", 0.2)
-    questions, audit = generate_audited(kb, seed=seed)
-    splits = split_questions(questions, seed=seed)
+        progress(f"{label}: generating questions", 0.2)
+    questions, audit = generate(kb, seed=seed)
+    splits = split_questions(questions, seed=seed, fractions=fractions)
     if progress:
-        progress("search data: done", 1.0)
+        progress(f"{label}: done", 1.0)
     return kb.corpus, splits, audit
 
 
-def _write_cache(directory: Path, corpus: Corpus, splits: dict[Split, list[Question]], audit: QualityAudit) -> None:
+def _write_cache(directory: Path, corpus: Corpus, splits: dict[Split, list[Question]], audit: QualityAudit,
+                 builder: str = BUILDER_VERSION) -> None:
     tmp = staging_dir(directory)
     try:
         corpus.write_jsonl(tmp / "corpus.jsonl")
         write_qa_jsonl(tmp / "questions.jsonl", splits)
         (tmp / "audit.json").write_text(json.dumps(audit.to_json(), indent=1, ensure_ascii=False))
-        manifest = {"builder": BUILDER_VERSION, "corpus_version": corpus.version, "num_docs": len(corpus)}
+        manifest = {"builder": builder, "corpus_version": corpus.version, "num_docs": len(corpus)}
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2))
         os.rename(tmp, directory)  # atomic; loses the race harmlessly to a concurrent builder
     except OSError:
@@ -223,11 +228,16 @@ def load_default_dataset(
         corpus, splits, audit = _build(seed, progress)
         _write_cache(directory, corpus, splits, audit)
         return _dataset(corpus, dict(splits), BUILDER_VERSION, audit)
+    return _read_cache(directory, BUILDER_VERSION)
+
+
+def _read_cache(directory: Path, builder: str) -> SearchDataset:
+    """A dataset ``_write_cache`` wrote (corpus, questions per split, the gate's audit)."""
     corpus = Corpus.read_jsonl(directory / "corpus.jsonl")
     splits = read_qa_jsonl(directory / "questions.jsonl", corpus)
     audit_path = directory / "audit.json"
     audit = QualityAudit.from_json(json.loads(audit_path.read_text())) if audit_path.exists() else None
-    return _dataset(corpus, {s: splits.get(s, []) for s in SPLITS}, BUILDER_VERSION, audit)
+    return _dataset(corpus, {s: splits.get(s, []) for s in SPLITS}, builder, audit)
 
 
 def load_custom_dataset(qa_path: str | os.PathLike[str], corpus: Corpus) -> SearchDataset:

@@ -107,21 +107,29 @@ class Gate:
     def emit(self, template: str, key: str, slots: dict[str, str], answers: Sequence[str],
              hops: Sequence[Hop], mentions: Sequence[Mention]) -> Question | None:
         """The question if it passes every check, else ``None`` (and the audit says why)."""
+        def text() -> str:
+            try:
+                return render(template, **slots)
+            except TemplateGrammarError as e:
+                raise Rejected(grammar_rejection(slots), str(e)) from None
+
+        return self.emit_text(template, key, text, slots, answers, hops, mentions, TEMPLATES[template].hops)
+
+    def emit_text(self, template: str, key: str, text: Callable[[], str], slots: dict[str, str],
+                  answers: Sequence[str], hops: Sequence[Hop], mentions: Sequence[Mention],
+                  expected_hops: int) -> Question | None:
+        """``emit`` with the wording given by ``text`` (which raises ``Rejected`` for a broken one)."""
         try:
             for m in mentions:
                 reason = self._ambiguity(m)
                 if reason:
                     raise Rejected(f"ambiguous {m.kind} name", reason)
-            try:
-                text = render(template, **slots)
-            except TemplateGrammarError as e:
-                raise Rejected(grammar_rejection(slots), str(e)) from None
-            question = Question(f"{template}:{key}", text, tuple(answers), tuple(hops), template)
-            if len({h.doc_id for h in hops}) != TEMPLATES[template].hops:
+            question = Question(f"{template}:{key}", text(), tuple(answers), tuple(hops), template)
+            if question.num_hops != expected_hops:
                 raise Rejected("hops do not need distinct documents", question.id)
             named = set(slots.values())
-            if any(contains_answer(text, a) for a in answers if a not in named):
-                raise Rejected("answer given away in the question", text)
+            if any(contains_answer(question.question, a) for a in answers if a not in named):
+                raise Rejected("answer given away in the question", question.question)
             if not verify_question(question, self.corpus):
                 raise Rejected("a hop's answer is not in its document", question.id)
         except Rejected as r:
@@ -314,12 +322,13 @@ def born_earlier(gate: Gate, rng: random.Random) -> Iterator[Question | None]:
                         [_person_mention(a), _person_mention(b)])
 
 
-def home_countries_more_populous(gate: Gate, rng: random.Random) -> Iterator[Question | None]:
-    """Which of two persons' countries has more people (four documents)."""
-    template = "home_countries_more_populous"
+def populous_pairs(gate: Gate, template: str, rng: random.Random, samples: int = PAIR_SAMPLES
+                   ) -> Iterator[tuple[Person, Person, Country, Country, Country]]:
+    """Pairs of persons of different countries whose populations are clearly apart:
+    ``(a, b, country of a, country of b, the more populous one)``."""
     persons = _persons_with_country(gate, template)
     seen: set[tuple[str, str]] = set()
-    for _ in range(PAIR_SAMPLES):
+    for _ in range(samples):
         a, b = rng.sample(persons, 2)
         ca, cb = _country(gate, a.country_iso2), _country(gate, b.country_iso2)
         pair = tuple(sorted((a.doc_id, b.doc_id)))
@@ -330,6 +339,14 @@ def home_countries_more_populous(gate: Gate, rng: random.Random) -> Iterator[Que
         if big.population < POPULATION_MARGIN * small.population:
             gate.reject(template, "populations too close to compare", f"{ca.name} / {cb.name}")
             continue
+        yield a, b, ca, cb, big
+
+
+def home_countries_more_populous(gate: Gate, rng: random.Random) -> Iterator[Question | None]:
+    """Which of two persons' countries has more people (four documents)."""
+    template = "home_countries_more_populous"
+    for a, b, ca, cb, big in populous_pairs(gate, template, rng):
+        pair = tuple(sorted((a.doc_id, b.doc_id)))
         hops = [*_person_hops(gate, a), *_person_hops(gate, b)]
         hops = [hops[0], Hop(hops[1].doc_id, f"{ca.population:,}"), hops[2], Hop(hops[3].doc_id, f"{cb.population:,}")]
         yield gate.emit(template, f"{pair[0]}:{pair[1]}", {"home": _home(a), "home_2": _home(b)}, big.aliases,

@@ -136,19 +136,19 @@ def asked_for(question: str) -> str:
     'capital'
     """
     q = question.casefold()
-    if "born earlier" in q:
+    if re.search(r"born (earlier|first)|\b(older|younger)\b", q):
         return "earlier"
-    if "more people" in q or "more populous" in q:
+    if re.search(r"more people|more populous|larger population", q):
         return "populous"
-    if re.search(r"\b(what year|which year|when)\b", q):
+    if re.search(r"\b(what year|which year|when|birth year|year of birth)\b", q):
         return "year_died" if re.search(r"\b(die|died|death)\b", q) else "year_born"
-    if re.search(r"\bwhich country\b", q):
+    if re.search(r"\b(which|what) country\b|^name the (one )?country\b", q):
         return "country"
     head = re.split(r"\b(?:of|in|used|for)\b", q, maxsplit=1)[0]
     for kind in ("capital", "currency", "language"):
         if kind in head or (kind == "currency" and "money" in head):
             return kind
-    if re.match(r"\s*(who|name the person|which person)\b", q):
+    if re.match(r"\s*(who|name the|which person)\b", q):
         return "person"
     return "country"
 
@@ -173,8 +173,9 @@ class _Scene:
         (after "capital is"), a named currency's, or a named person's (through a demonym)."""
         q = self.question
         cities = self.facts.merged("city_country")
+        asks_capital = asked_for(q) == "capital"
         capitals = {v: c for c, v in self.facts.merged("capital").items()
-                    if re.search(rf"capital is {re.escape(v)}|{re.escape(v)},? (?:is )?the capital", q)}
+                    if "capital" in q.casefold() and not (asks_capital and not re.search(rf"capital is {re.escape(v)}", q))}
         currencies = {v[0]: c for c, v in self.facts.merged("currency").items()}
         persons = {p[0]: self._country_of_lead(p[1]) for p in self.facts.persons()}
         out: list[tuple[int, str]] = []
@@ -213,19 +214,45 @@ def _attribute(facts: Facts, kind: str, country: str) -> str | None:
     return country
 
 
+_DESCRIBED = re.compile(r"\bthe ([a-z][a-z\-]+) born in the (\d{3,4})0s\b")
+
+
+def _demonym_of_lead(scene: _Scene, lead: str) -> str:
+    known = [d for d in scene.demonym_of if lead.startswith(d + " ")]
+    return max(known, key=len) if known else lead.split(" ")[0]
+
+
+def _described(scene: _Scene, persons: list, named: list) -> list:
+    """Persons of the documents that fit "the <occupation> born in the <decade>s" and, where the
+    documents tell it, the nationality the question leads to (a country's or a named person's)."""
+    match = _DESCRIBED.search(scene.question)
+    if match is None:
+        return []
+    occupation, decade = match[1], int(match[2])
+    fits = [p for p in persons if p not in named and p[2] // 10 == decade
+            and re.search(rf"\b{re.escape(occupation)}\b", p[1].casefold())]
+    if named:
+        demonym = _demonym_of_lead(scene, named[0][1])
+    else:
+        demonym = {c: d for d, c in scene.demonym_of.items()}.get(scene.target_country() or "", "")
+    same = [p for p in fits if demonym and p[1].startswith(demonym + " ")]
+    return same or fits
+
+
 def _person_answer(scene: _Scene, kind: str) -> str | None:
-    """A person of the target country whose role the question names (or the named person)."""
+    """A person the question describes (occupation, decade, nationality), else one it names."""
     persons = scene.facts.persons()
     named = [p for p in persons if _named(scene.question, [p[0]])]
-    if named and kind.startswith("year"):
+    fits = _described(scene, persons, named)
+    if fits:
+        p = fits[0]
+    elif named and kind.startswith("year"):
         p = named[0]
     else:
         country = scene.target_country()
         demonym = {c: d for d, c in scene.demonym_of.items()}.get(country or "")
         fits = [p for p in persons if demonym and p[1].startswith(demonym + " ")
                 and p[1][len(demonym) + 1:].casefold() in scene.question.casefold()]
-        if not fits:
-            fits = [p for p in persons if p[1].split(" ", 1)[-1].casefold() in scene.question.casefold()]
         if not fits:
             return None
         p = fits[0]
@@ -288,7 +315,7 @@ def read_answer(question: str, documents: Sequence[str]) -> str:
     kind = asked_for(question)
     if kind in ("earlier", "populous"):
         return _compare(scene, kind) or ""
-    if kind in ("person", "year_born", "year_died") or re.search(r"\bthe [a-z ]+ from the\b", question):
+    if kind in ("person", "year_born", "year_died") or _DESCRIBED.search(question):
         found = _person_answer(scene, kind if kind != "country" else "person")
         if found:
             return found

@@ -26,17 +26,17 @@ __all__ = ["Grader", "SearchFn", "TemplateShortcut", "by_hops", "default_grader"
 
 SearchFn = Callable[[str, int], Sequence[tuple[str, str]]]
 """``(query, k) -> [(doc_id, contents), ...]`` in rank order."""
-Grader = Callable[[str, Sequence[str]], float]
-"""``(answer, golden_answers) -> reward``."""
+Grader = Callable[[str, Question], float]
+"""``(answer, question) -> reward``: the task's own scorer."""
 
 TOP_K = 5
 
 
-def default_grader(answer: str, golds: Sequence[str]) -> float:
-    """The Search scorer's reward. The one place the audit names a grader."""
+def default_grader(answer: str, question: Question) -> float:
+    """Search-v1's scorer, for questions without an env (an env passes its family's ``grade``)."""
     from tasks.search.grading import grade_answer
 
-    return grade_answer(answer, golds).reward
+    return grade_answer(answer, question.golden_answers).reward
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def shortcut_audit(questions: Sequence[Question], search: SearchFn, grade: Grade
         answers[q.template].add(q.answer)
         if q.hops and q.hops[-1].doc_id in {doc_id for doc_id, _ in results}:
             found[q.template] += 1
-        if grade(read_answer(q.question, [contents for _, contents in results]), q.golden_answers) > 0:
+        if grade(read_answer(q.question, [contents for _, contents in results]), q) > 0:
             solved[q.template] += 1
     return [TemplateShortcut(t, hops[t], total[t], round(found[t] / total[t], 4), round(solved[t] / total[t], 4),
                              len(answers[t]))

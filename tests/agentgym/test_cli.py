@@ -44,7 +44,7 @@ def _bad_file(tmp_path, name, text):
     (["run", "agentgym/Calculatr-v0", "--episodes", "1"], "did you mean 'agentgym/Calculator-v0'?"),
     (["run", "agentgym/Calculator-v0", "--episodes", "-1"], "Expected episodes >= 1 and concurrency >= 1"),
     (["run", "agentgym/Calculator-v0", "--concurrency", "0"], "actual values: 100, 0"),
-    (["run", "agentgym/Calculator-v0", "--policy", "smart"], "Expected a policy in ['no_code', 'no_tool', 'one_search', 'oracle', 'random'], actual value: 'smart'"),
+    (["run", "agentgym/Calculator-v0", "--policy", "smart"], "Expected a policy in ['no_code', 'no_tool', 'one_search', 'oracle', 'random', 'regex_agent'], actual value: 'smart'"),
     (["run", "agentgym/SearchTeam-v1", "--policy", "smart"], "team policy"),
     (["run", "agentgym/DataAnalysis-v1", "--episodes", "1", "-k", "backend=podman"],
      "Expected kwarg backend of agentgym/DataAnalysis-v1 to be one of ['auto', 'docker', 'process', 'unsafe-process']"),

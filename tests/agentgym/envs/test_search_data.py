@@ -83,10 +83,11 @@ def test_dataset_report_of_an_env_without_questions_is_a_user_error():
     assert result.exit_code == 2 and "question dataset" in result.output
 
 
-@pytest.mark.parametrize("old, new", [("agentgym/Search-v0", "agentgym/Search-v1"),
-                                      ("agentgym/SearchR1-v0", "agentgym/SearchR1-v1")])
+@pytest.mark.parametrize("old, new", [("agentgym/Search-v0", "agentgym/Search-v2"),
+                                      ("agentgym/SearchR1-v0", "agentgym/SearchR1-v2")])
 def test_a_retired_id_is_refused_and_names_its_successor(old, new):
-    """The v0 questions cannot be made any more: no alias quietly makes v1 under the old name."""
+    """The v0 questions cannot be made any more: no alias quietly makes a newer version under the old
+    name; both Gymnasium and the CLI name the newest."""
     with pytest.raises(gym.error.DeprecatedEnv, match=new):
         gym.make(old)
     with pytest.raises(ConfigError, match=f"retired.*{new}"):
@@ -95,7 +96,7 @@ def test_a_retired_id_is_refused_and_names_its_successor(old, new):
     assert result.exit_code == 2 and new in result.output
     env = gym.make(new)
     assert env.unwrapped.env_id == new and env.unwrapped.fingerprint.fields["env"] == new
-    assert env.unwrapped.fingerprint.fields["dataset_builder"] == "search-data-4"
+    assert env.unwrapped.fingerprint.fields["dataset_builder"] == "search-data-v2-1"
     env.close()
 
 

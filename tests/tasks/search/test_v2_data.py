@@ -1,0 +1,98 @@
+"""Search-v2's data: the corpus it rebuilds, templates with several wordings, hop counts that
+count documents, splits with enough distinct answers."""
+
+import re
+from collections import Counter
+
+import pytest
+
+from tasks.search import verify_question
+from tasks.search.grading import normalize_answer
+from tasks.search.v2 import TEMPLATES_V2, load_default_dataset_v2, match_template_v2
+from tasks.search.v2.corpus import CONTESTED_CAPITALS, DEFUNCT
+from tasks.search.v2.generators import describable_persons
+
+
+@pytest.fixture(scope="module")
+def data():
+    return load_default_dataset_v2()
+
+
+@pytest.fixture(scope="module")
+def everything(data):
+    return [q for qs in data.splits.values() for q in qs]
+
+
+def test_profiles_no_longer_list_borders_which_have_documents_of_their_own(data):
+    france = data.corpus.get("country-FR").contents
+    assert "Paris" in france and "borders" not in france and "Spain" not in france
+    assert "Spain" in data.corpus.get("borders-FR").contents
+    assert "Astana" in data.corpus.get("country-KZ").contents  # as the corpus's Wikipedia text says
+    assert "Naypyidaw" in data.corpus.get("country-MM").contents
+    assert all(data.corpus.get(f"country-{iso}") is None for iso in DEFUNCT)
+    assert not any("New Territories" in d.title for d in data.corpus)
+
+
+def test_every_template_has_three_wordings_and_questions_use_them(everything):
+    assert all(len(t.wordings) >= 3 for t in TEMPLATES_V2.values())
+    used: dict[str, set] = {}
+    for q in everything:
+        assert match_template_v2(q.question) == [q.template], q.question
+        used.setdefault(q.template, set()).add(next(
+            i for i, w in enumerate(TEMPLATES_V2[q.template].wordings) if _reads_as(w, q.question)))
+    assert set(used) == set(TEMPLATES_V2)
+    assert all(len(ws) >= 3 for t, ws in used.items() if sum(q.template == t for q in everything) >= 30), used
+
+
+def _reads_as(wording: str, text: str) -> bool:
+    head, tail = wording.split("{", 1)[0], wording.rsplit("}", 1)[-1]
+    return text.startswith(head) and text.endswith(tail)
+
+
+def test_hop_counts_are_the_documents_the_hops_use(everything):
+    for q in everything:
+        assert q.num_hops == TEMPLATES_V2[q.template].hops, q.id
+    assert Counter(q.num_hops for q in everything).keys() == {1, 2, 3, 4}
+
+
+def test_golds_are_in_the_supporting_documents(data, everything):
+    assert all(verify_question(q, data.corpus) for q in everything[::25])
+
+
+def test_contested_capitals_are_never_asked_or_named(data, everything):
+    contested = {normalize_answer(data.corpus.get(f"country-{iso}").text.split("The capital of ")[1].split(" is ")[1]
+                                  .split(".")[0]) for iso in CONTESTED_CAPITALS}
+    capital_templates = {t for t in TEMPLATES_V2 if "capital" in t}
+    assert not [q.id for q in everything if q.template in capital_templates and
+                any(normalize_answer(a) in contested for a in q.golden_answers)]
+
+
+def test_every_test_hop_count_has_at_least_100_distinct_answers(data):
+    answers: dict[int, set] = {}
+    for q in data.questions("test"):
+        answers.setdefault(q.num_hops, set()).add(normalize_answer(q.answer))
+    assert {h: len(a) >= 100 for h, a in answers.items()} == {1: True, 2: True, 3: True, 4: True}, \
+        {h: len(a) for h, a in answers.items()}
+
+
+def test_splits_share_no_answer_and_two_way_choices_are_a_small_share(data):
+    train = {normalize_answer(a) for q in data.questions("train") for a in q.golden_answers}
+    for split in ("validation", "test"):
+        assert not any(normalize_answer(a) in train for q in data.questions(split) for a in q.golden_answers)
+    two_way = {t for t, spec in TEMPLATES_V2.items() if spec.choices == 2}
+    for split, qs in data.splits.items():
+        assert sum(q.template in two_way for q in qs) / len(qs) < 0.02, split
+
+
+def test_a_described_person_is_the_only_one_of_their_nationality_occupation_and_decade(data):
+    from tasks.search.v2 import build_knowledge_base_v2
+
+    kb = build_knowledge_base_v2()
+    described = describable_persons(kb)
+    assert len(described) > 300
+    for who in described[::20]:
+        p = who.person
+        same = [q for q in kb.persons if q.country_iso2 == p.country_iso2 and q.birth // 10 == p.birth // 10
+                and re.search(rf"\b{who.occupation}\b", q.role.lower())]
+        assert same == [p]
+        assert not who.phrase.endswith("00s")
