@@ -36,6 +36,11 @@ ENVS: tuple[EnvSpec, ...] = (
             "1-4-hop questions over a bundled Wikipedia corpus (BM25 or a retriever service); hops=N"),
     EnvSpec("agentgym/SearchR1-v1", "agentgym.envs.search:SearchEnv", ("search", "answer"),
             "Search-v1 tasks with the Search-R1 tag prompt (<search>, <answer>)", {"parser": "tags"}),
+    EnvSpec("agentgym/Search-v2", "agentgym.envs.search:SearchEnvV2", ("search", "open", "answer"),
+            "1-4-hop questions whose hops count the documents needed (shortcut-audited), 3+ wordings per "
+            "template, alias-aware scorer; hops=N"),
+    EnvSpec("agentgym/SearchR1-v2", "agentgym.envs.search:SearchEnvV2", ("search", "answer"),
+            "Search-v2 tasks with the Search-R1 tag prompt (<search>, <answer>)", {"parser": "tags"}),
     EnvSpec("agentgym/DataAnalysis-v1", "agentgym.envs.data_analysis:DataAnalysisEnv", ("python", "answer"),
             "pandas questions over bundled real tables, in a sandbox", needs="Docker (or the process fallback)"),
     EnvSpec("agentgym/DataAnalysis-v2", "agentgym.envs.data_analysis_v2:DataAnalysisV2Env", ("python", "answer"),
@@ -48,8 +53,8 @@ ENVS: tuple[EnvSpec, ...] = (
 
 
 RETIRED_IDS: dict[str, str] = {
-    "agentgym/Search-v0": "agentgym/Search-v1",
-    "agentgym/SearchR1-v0": "agentgym/SearchR1-v1",
+    "agentgym/Search-v0": "agentgym/Search-v2",
+    "agentgym/SearchR1-v0": "agentgym/SearchR1-v2",
     "agentgym/DataAnalysis-v0": "agentgym/DataAnalysis-v1",
 }
 """Old ids and what replaced them. They are not registered: what they made cannot be made
