@@ -90,7 +90,9 @@ class DataAnalysisV2Family(DataAnalysisFamily):
             if match is None:
                 raise ConfigError("Expected a task_id like 'da2-test-all-123' or 'da2-train-t2-7', actual value: "
                                   f"{options['task_id']!r}")
-            split, scope, seed = match.group(1), match.group(2), int(match.group(3))
+            if match.group(1) != split:  # replaying another split's task would mix the splits
+                raise ConfigError(f"Expected a task_id of split {split!r}, actual value: {options['task_id']!r}")
+            scope, seed = match.group(2), int(match.group(3))
         else:
             scope, seed = self._scope, int(rng.integers(0, 2**62))
         if split not in self.splits:

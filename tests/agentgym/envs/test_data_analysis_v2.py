@@ -53,6 +53,12 @@ def test_new_task_honours_the_split_and_task_ids_replay():
         assert env.task.question.text == text and set(env.task.question.files) == files
     finally:
         env.close()
+    train_env = gym.make(ENV_ID, split="train").unwrapped
+    try:
+        with pytest.raises(ConfigError):  # a test task cannot be replayed in a train env
+            train_env.reset(options={"task_id": task_id})
+    finally:
+        train_env.close()
 
 
 def test_fingerprint_shows_the_splits_held_out_parts():
