@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-__all__ = ["DistInfo", "Strategy", "init_distributed", "wrap_model", "unwrap_model", "full_state_dict", "all_reduce_sum", "all_reduce_max", "all_gather_counts", "shard_like"]
+__all__ = ["DistInfo", "Strategy", "init_distributed", "wrap_model", "unwrap_model", "full_state_dict", "all_reduce_sum", "all_reduce_max", "all_gather_counts", "shard_like", "local_shard", "reshard"]
 
 Strategy = Literal["none", "ddp", "fsdp2"]
 
@@ -141,3 +141,16 @@ def all_gather_counts(value: int, info: DistInfo) -> list[int]:
     t[info.rank] = float(value)
     dist.all_reduce(t)
     return [int(v) for v in t.tolist()]
+
+
+def local_shard(t: torch.Tensor) -> torch.Tensor:
+    """This process's part of a parameter: the local shard of an FSDP2 DTensor, else ``t``."""
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def reshard(module: nn.Module) -> None:
+    """Shard FSDP2 parameters again (a forward may leave the root's gathered), so that
+    :func:`local_shard` reads and writes the shards; nothing to do without FSDP2."""
+    for sub in module.modules():
+        if hasattr(sub, "reshard") and callable(sub.reshard):
+            sub.reshard()

@@ -3,8 +3,9 @@
 Three policies appear:
 
 * ``pi_b``: the *behaviour* policy that generated the tokens (the rollout engine's
-  log-probs, or the trainer's log-probs at rollout weights when a mismatch correction
-  handles the engine separately, see :mod:`baselines.mismatch`);
+  log-probs, or, when a mismatch correction handles the engine separately, the trainer's
+  log-probs under the weights of the version that sampled each token, see
+  :mod:`baselines.mismatch` and :mod:`baselines.update`);
 * ``pi_prox``: the *proximal* policy, centre of the trust region: an EWMA of the policy
   weights (:class:`baselines.ewma.EWMAModel`), or ``pi_b`` itself for plain PPO;
 * ``pi_theta``: the policy being optimised.
@@ -19,6 +20,12 @@ The factor ``pi_prox / pi_b'`` corrects for the data being off-policy with respe
 proximal policy; capping ``pi_b`` from below at ``pi_theta / imp_samp_max`` bounds the
 importance weight ``pi_theta / pi_b'`` by ``imp_samp_max`` so rare behaviour tokens cannot
 dominate the batch. ``w`` is the optional train/inference mismatch weight (TIS/MIS).
+
+With asynchronous data the two corrections stay apart: ``pi_prox / pi_b'`` is the
+*staleness* factor (the policy moved since version ``v`` sampled the token) and ``w``
+the *engine* factor ``pi_trainer_v / pi_engine_v`` (same weights, two stacks); their
+product is ``pi_prox / pi_engine_v`` up to the caps. MIS masking therefore only ever
+removes tokens the engine computed differently, never tokens that are merely old.
 
 Aggregation is the *token mean*: the sum of ``l`` over every generated token of the
 (global) minibatch divided by the number of those tokens. Pass ``num_tokens`` when a

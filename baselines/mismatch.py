@@ -4,7 +4,10 @@ The rollout engine (vLLM kernels, bf16, batch-dependent reductions) and the trai
 assign slightly different probabilities to the same tokens under the same weights. Let
 ``rho = pi_trainer_old / pi_engine`` be the ratio for a sampled token, where
 ``pi_trainer_old`` is the trainer's probability under the weights that produced the
-rollout. Two corrections re-weight the loss by ``rho``:
+rollout: for a token sampled ``s`` weight syncs ago, the weights of *that* version, not
+the current ones, so that ``rho`` measures the engine alone and policy drift stays with
+PPO-EWMA's decoupled weight (:mod:`baselines.update`, *Staleness and engine mismatch*).
+Two corrections re-weight the loss by ``rho``:
 
 * **TIS**, truncated importance sampling: ``w = min(rho, tis_cap)``.
 * **MIS**, masked importance sampling: ``w = rho`` if ``mis_low <= rho <= mis_high``

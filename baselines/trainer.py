@@ -34,12 +34,13 @@ from baselines.async_rollout import AsyncRollout, AsyncRolloutConfig
 from baselines.chat_tokens import ChatTokenizer
 from baselines.checkpoint import load_checkpoint, save_checkpoint
 from baselines.config import TrainConfig, config_to_dict
-from baselines.distributed import DistInfo, all_reduce_sum, full_state_dict, init_distributed, shard_like, wrap_model
+from baselines.distributed import DistInfo, all_reduce_sum, full_state_dict, init_distributed, shard_like, unwrap_model, wrap_model
 from baselines.engines.base import RolloutEngine, SamplingConfig
 from baselines.engines.hf_async import BatchingEngine
 from baselines.errors import ConfigError
 from baselines.ewma import EWMAModel, ewma_age_for_batch_size
 from baselines.metrics import MetricsLogger, tool_usage_alerts
+from baselines.policy_versions import PolicyVersions
 from baselines.reward_watch import make_reward_watch
 from baselines.staleness import token_staleness
 from baselines.team_rollout import TeamRollout
@@ -187,8 +188,12 @@ class Trainer:
         self.ewma = self._make_ewma(policy)
         self.model = wrap_model(policy, self.info, self.compute_dtype)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.algo.lr, weight_decay=config.algo.weight_decay)
+        # Stale tokens under TIS/MIS need the trainer's weights at the version that sampled
+        # them, to keep policy drift out of the engine-mismatch ratio (baselines.update).
+        stale_correction = config.rollout.max_staleness > 0 and config.algo.mismatch.mode != "none"
+        self.versions = PolicyVersions(keep=config.rollout.max_staleness + 1) if stale_correction else None
         self.updater = PolicyUpdater(self.model, self.optimizer, self.ewma, config.algo, self.info, config.rollout.temperature,
-                                     compute_dtype=self.compute_dtype)
+                                     compute_dtype=self.compute_dtype, versions=self.versions)
         n_local = self._local_tasks(config.rollout.tasks_per_step)
         envs = make_rollout_envs(config.env.id, config.env.kwargs,
                                  (config.rollout.max_staleness + 1) * n_local * config.rollout.group_size,
@@ -268,6 +273,8 @@ class Trainer:
         """Push the trainer's current weights into the rollout engine."""
         t0 = time.perf_counter()
         self.engine.sync_weights(full_state_dict(self.model, self.info))
+        if self.versions is not None:  # the weights of the version the engine samples from now on
+            self.versions.record(self.engine.version, unwrap_model(self.model))
         self.last_sync_s = time.perf_counter() - t0
 
     # -------------------------------------------------------------- training
@@ -303,6 +310,8 @@ class Trainer:
         metrics["perf/sync_s"] = self.last_sync_s if metrics["train/optimizer_steps"] > 0 else 0.0
         if self.ewma is not None:
             metrics["memory/ewma_bytes"] = float(self.ewma.memory_bytes())
+        if self.versions is not None:
+            metrics["memory/policy_versions_bytes"] = float(self.versions.memory_bytes())
         if torch.cuda.is_available() and self.info.device.type == "cuda":
             metrics["memory/peak_gpu_bytes"] = float(torch.cuda.max_memory_allocated(self.info.device))
         self.step += 1

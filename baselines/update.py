@@ -5,7 +5,10 @@ a fixed batch. Order of operations, per training step:
 
 1. ``log pi_trainer_old``: the trainer's log-probs under the weights that generated the
    batch (no gradient). Compared with the engine's to report the mismatch; used as the
-   behaviour policy when a TIS/MIS correction is on (:mod:`baselines.mismatch`).
+   behaviour policy when a TIS/MIS correction is on (:mod:`baselines.mismatch`). With
+   asynchronous data a token may come from an older version (see *Staleness and
+   engine mismatch* below); its ``pi_trainer_old`` is then the trainer's log-prob under
+   that version's weights (:mod:`baselines.policy_versions`).
    No forward pass is spent on it when its value is already known: until the first
    optimiser step of an update, the policy's own forward *is* ``pi_trainer_old``, so the
    mismatch metrics are read off that step's rows, and with one epoch of one minibatch
@@ -21,6 +24,26 @@ a fixed batch. Order of operations, per training step:
 Every forward projects hidden states onto the vocabulary only from the first generated
 position of its micro-batch on (``first_target`` of :func:`sequence_logprobs`): prompt
 positions carry no loss.
+
+Staleness and engine mismatch, two factors. A token sampled by policy version ``v``
+(engine log-prob ``pi_engine_v``) and trained at version ``V >= v`` enters the loss
+through the ratio of the proximal policy to what sampled it, which splits in two::
+
+    pi_prox / pi_engine_v  =  pi_prox / pi_trainer_v   *   pi_trainer_v / pi_engine_v
+                              `- staleness (drift) -´      `-- engine mismatch rho --´
+
+The first factor is PPO-EWMA's decoupled weight ``pi_prox / pi_b`` with
+``pi_b = pi_trainer_v`` (capped by ``imp_samp_max``, :mod:`baselines.loss`): it is what
+makes data from older weights usable, for any ``V - v``. The second is ``rho``, which
+TIS truncates and MIS masks (:mod:`baselines.mismatch`): it should be ~1 whatever the
+staleness, because both terms are the *same* weights ``theta_v``. Taking
+``pi_trainer_V`` (the current weights) for both, as a single ratio to the engine, would
+put the drift into ``rho``: MIS would then mask tokens for ordinary policy drift and
+TIS would truncate it, and ``mismatch/*`` would measure drift. So under TIS/MIS with
+stale tokens, ``pi_trainer_v`` is computed per token by swapping version ``v`` in for a
+no-grad pass, and the two factors get metrics of their own: ``mismatch/*`` (and
+``mismatch/staleness_<s>/*``) for ``rho``, ``staleness/*`` for
+``pi_trainer_V / pi_trainer_v`` (:func:`baselines.staleness.staleness_metrics`).
 
 Zero-signal data is never stepped on. Rows whose advantage is zero everywhere (the
 samples of a group whose rewards were all equal, which group normalisation maps to
@@ -47,7 +70,8 @@ from baselines.ewma import EWMAModel
 from baselines.logprobs import first_generated_position, sequence_logprobs
 from baselines.loss import ppo_ewma_loss
 from baselines.mismatch import mis_kept_mask, mismatch_metrics, mismatch_weights
-from baselines.staleness import mismatch_by_staleness
+from baselines.policy_versions import PolicyVersionError, PolicyVersions
+from baselines.staleness import mismatch_by_staleness, staleness_metrics
 from baselines.trajectory import TokenBatch
 
 __all__ = ["PolicyUpdater", "global_minibatch_rows"]
@@ -63,11 +87,15 @@ class PolicyUpdater:
         algo: loss, minibatching and mismatch settings.
         info: process-group information (single process by default).
         temperature: the sampling temperature; log-probs are of ``logits / temperature``.
+        versions: the trainer's weights at recent policy versions; needed under TIS/MIS
+            when a batch has stale tokens (module docstring), else unused.
     """
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, ewma: EWMAModel | None, algo: AlgoConfig,
-                 info: DistInfo = DistInfo(), temperature: float = 1.0, compute_dtype: torch.dtype = torch.float32) -> None:
+                 info: DistInfo = DistInfo(), temperature: float = 1.0, compute_dtype: torch.dtype = torch.float32,
+                 versions: PolicyVersions | None = None) -> None:
         self.model = model
+        self.versions = versions
         self.optimizer = optimizer
         self.ewma = ewma
         self.algo = algo
@@ -91,15 +119,26 @@ class PolicyUpdater:
             return sequence_logprobs(model, mb.input_ids, mb.attention_mask, temperature=self.temperature, with_entropy=with_entropy,
                                      first_target=first_generated_position(mb.loss_mask))
 
-    def needs_old_logprob_pass(self) -> bool:
+    def needs_old_logprob_pass(self, batch: TokenBatch | None = None) -> bool:
         """Whether ``log pi_trainer_old`` needs its own no-grad pass over the batch (module
         docstring): only for a TIS/MIS correction when some rows are trained after the
-        first optimiser step, or under MIS with the kept-token denominator."""
+        first optimiser step, under MIS with the kept-token denominator, or when
+        ``batch`` has stale tokens (whose ``pi_trainer_old`` is not the current weights').
+        With ``batch`` this is a collective: call it on every process."""
         mismatch = self.algo.mismatch
         if mismatch.mode == "none":
             return False
         one_step = self.algo.epochs == 1 and self.algo.num_minibatches == 1
-        return not one_step or (mismatch.mode == "mis" and mismatch.mis_denominator == "kept")
+        if not one_step or (mismatch.mode == "mis" and mismatch.mis_denominator == "kept"):
+            return True
+        return batch is not None and self._max_lag(batch) > 0
+
+    def _max_lag(self, batch: TokenBatch) -> int:
+        """The largest staleness of a generated token on any process (collective)."""
+        if batch.staleness is None:
+            return 0
+        local = batch.staleness[batch.loss_mask > 0]
+        return int(all_reduce_max(float(local.max()) if local.numel() else 0.0, self.info))
 
     def update(self, batch: TokenBatch, generator: torch.Generator | None = None) -> dict[str, float]:
         """Run ``epochs x num_minibatches`` optimiser steps on ``batch``; return metrics.
@@ -117,17 +156,9 @@ class PolicyUpdater:
         metrics: dict[str, float] = {}
         self._old_diffs, self._weight_stats, self._old_staleness = [], [], []
         self._at_rollout_weights = True
-        self._old_in_step = not self.needs_old_logprob_pass()
+        self._old_in_step = not self.needs_old_logprob_pass(batch)
         if not self._old_in_step:
-            old = self._logprobs_no_grad(self.model, batch)
-            mask = batch.loss_mask
-            metrics.update({f"mismatch/{k}": v for k, v in mismatch_metrics(old, batch.engine_logprobs, mask).items()})
-            if batch.staleness is not None:
-                metrics.update(mismatch_by_staleness(old, batch.engine_logprobs, mask, batch.staleness))
-            weights, w_stats = mismatch_weights(old, batch.engine_logprobs, mask, self.algo.mismatch)
-            metrics.update({f"mismatch/{k}": v for k, v in w_stats.items()})
-            batch.behav_logprobs, batch.is_weights = old, weights
-            batch.loss_mask = mis_kept_mask(old, batch.engine_logprobs, mask, self.algo.mismatch)
+            metrics.update(self._correct_mismatch(batch))
         metrics["train/empty_batch"] = 0.0
         keep = self._signal_rows(batch)
         batch = batch.select(keep)
@@ -153,6 +184,48 @@ class PolicyUpdater:
         metrics["train/optimizer_steps"] = float(taken)
         metrics["train/skipped_steps"] = float(steps - taken)
         return metrics
+
+    def _correct_mismatch(self, batch: TokenBatch) -> dict[str, float]:
+        """TIS/MIS from a separate no-grad pass: set ``batch``'s behaviour log-probs
+        (``pi_trainer_v``), mismatch weights and loss mask; return ``mismatch/*`` and
+        ``staleness/*`` (module docstring: the two factors)."""
+        mask, engine = batch.loss_mask, batch.engine_logprobs
+        now = self._logprobs_no_grad(self.model, batch)  # pi_trainer_V, the current weights
+        old = self._at_sampling_versions(batch, now)  # pi_trainer_v, the weights that sampled each token
+        metrics = {f"mismatch/{k}": v for k, v in mismatch_metrics(old, engine, mask).items()}
+        if batch.staleness is not None:
+            metrics.update(mismatch_by_staleness(old, engine, mask, batch.staleness))
+            metrics.update(staleness_metrics(now, old, mask, batch.staleness))
+        weights, w_stats = mismatch_weights(old, engine, mask, self.algo.mismatch)  # rho = pi_trainer_v / pi_engine_v
+        metrics.update({f"mismatch/{k}": v for k, v in w_stats.items()})
+        batch.behav_logprobs, batch.is_weights = old, weights
+        batch.loss_mask = mis_kept_mask(old, engine, mask, self.algo.mismatch)
+        return metrics
+
+    def _at_sampling_versions(self, batch: TokenBatch, now: torch.Tensor) -> torch.Tensor:
+        """``log pi_trainer_v`` per token: ``now`` for fresh tokens, and for each lag
+        ``s > 0`` present (on any process) a pass with version ``V - s`` swapped in, over
+        the rows holding tokens of that lag (collective: every process runs each pass)."""
+        top = self._max_lag(batch)
+        if top == 0:
+            return now
+        if self.versions is None:
+            raise PolicyVersionError(
+                f"A TIS/MIS correction on tokens up to {top} versions stale needs the trainer's weights at those "
+                "versions: pass PolicyUpdater(versions=PolicyVersions(...)) and record it at every weight sync."
+            )
+        out = now.clone()
+        lags = batch.staleness * (batch.loss_mask > 0)
+        for lag in range(1, top + 1):
+            sel = lags == lag
+            rows = sel.any(dim=1).nonzero().flatten()
+            if all_reduce_sum(float(len(rows)), self.info) == 0:
+                continue
+            with self.versions.swapped_in(unwrap_model(self.model), lag):
+                logp = self._logprobs_no_grad(self.model, batch.select(rows))
+            width = logp.shape[1]
+            out[rows, :width] = torch.where(sel[rows, :width], logp, out[rows, :width])
+        return out
 
     @staticmethod
     def _signal_rows(batch: TokenBatch) -> torch.Tensor:

@@ -12,11 +12,11 @@ from baselines.trainer import Trainer
 CONFIG = "baselines/configs/calculator_cpu.yaml"
 
 
-def _config(tmp_path, model_dir, steps, resume=False):
+def _config(tmp_path, model_dir, steps, resume=False, extra=()):
     return load_config(CONFIG, [
         "rollout.max_staleness=2", f"model.path={model_dir}", f"log.run_dir={tmp_path}/run", "log.tensorboard=false",
         f"steps={steps}", f"resume={str(resume).lower()}", "eval_every=0", "sft.episodes=0", "rollout.tasks_per_step=4",
-        "rollout.group_size=4", "algo.micro_batch_size=8",
+        "rollout.group_size=4", "algo.micro_batch_size=8", *extra,
     ])
 
 
@@ -46,3 +46,22 @@ def test_calculator_cpu_trains_with_max_staleness_2(tmp_path, trained_model_dir)
     last = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[-1])
     assert last["step"] == 7 and last["rollout/admitted_lag_mean"] == 0.0  # admitted afresh at the resumed step
     assert last["rollout/episodes"] + last["rollout/dropped_infra_failed"] == 16
+
+
+def test_mis_on_stale_data_masks_no_token_when_the_engine_computes_as_the_trainer(tmp_path, trained_model_dir):
+    """The hf engine in fp32 computes exactly what the trainer does: there is no engine
+    mismatch to correct, whatever the staleness. MIS must then mask nothing and
+    ``mismatch/*`` read ~0 on stale batches, while the policy drift shows in ``staleness/*``
+    (folded together, MIS masked stale tokens for ordinary drift; issue 27)."""
+    trainer = Trainer(_config(tmp_path, trained_model_dir, steps=5, extra=["algo.mismatch.mode=mis"]))
+    trainer.train()
+    trainer.close()
+    assert trainer.versions is not None and len(trainer.versions.held()) <= 3
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    stale = [r for r in rows if r.get("staleness/token_frac", 0) > 0]
+    assert stale, [r["rollout/staleness_max"] for r in rows]  # else nothing below is tested
+    for r in stale:
+        assert r["mismatch/logprob_abs_diff_max"] < 1e-3, r["mismatch/logprob_abs_diff_max"]
+        assert r["mismatch/is_frac_masked"] == 0.0
+        assert r["staleness/logprob_abs_diff_mean"] > 0 and math.isfinite(r["staleness/kl_k3"])
+        assert r["memory/policy_versions_bytes"] > 0
