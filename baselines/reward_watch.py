@@ -85,7 +85,7 @@ class Rescorer:
     def second(self, task_id: str, answer: dict[str, Any]) -> float | None:
         """A hardened second judge's reward, or ``None`` for an env without a judge."""
         from agentgym.judges.testing import HonestJudge
-        from agentgym.readiness.judge_env_audit import JudgedFamily
+        from agentgym.readiness import JudgedFamily
         from agentgym.runtime import run_sync
 
         family = self._base().family
