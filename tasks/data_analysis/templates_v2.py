@@ -379,8 +379,9 @@ CHAIN = [
              _d_group_threshold, knobs={**_STRICT, **_TIEK}),
     Template("v2_rank_entity", 3, "In {file}, rank the rows by '{x}' from largest to smallest (rows with "
              "a missing '{x}' left out). Which '{e}' is at rank {k}?",
-             _PRE + "d = df.dropna(subset=[{x}]).sort_values({x}, ascending=False, kind='mergesort')\n"
-             "result = str(d[{e}].iloc[{k} - 1])\n", _STR, _d_rank_entity),
+             # The knob breaks ties both ways: a tie at rank k makes the readings disagree (dropped).
+             _PRE + "d = df.dropna(subset=[{x}]).sort_values([{x}, {e}], ascending=[False, {asc}])\n"
+             "result = str(d[{e}].iloc[{k} - 1])\n", _STR, _d_rank_entity, knobs={"asc": ("True", "False")}),
 ]
 
 
