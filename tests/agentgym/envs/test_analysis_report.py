@@ -124,3 +124,21 @@ def test_every_judge_attack_pays_nothing_in_episodes_with_the_gullible_judge():
     table = audit.pipeline.defence_table()
     assert "wrong_numbers" in table["checks_gate"] and "extreme_length" in table["length_cap"]
     assert {"spray"} <= {r.category for r in audit.pipeline.results}
+
+
+def test_a_hanging_judge_ends_the_episode_infra_failed_within_the_answer_tools_deadline():
+    import time
+
+    judge = Judge(ScriptedReplies([60.0]), defences=JudgeDefences(calibrate=False), timeout_s=30.0,
+                  policy=RetryPolicy(attempts=3, deadline_s=2.0))
+    env = gym.make(ENV_ID, judge=judge).unwrapped
+    try:
+        env.reset(seed=2)
+        q = env.family.question(env.task)
+        start = time.monotonic()
+        _, reward, _, truncated, info = env.step(answer(q.report_from(q.driver.column, round(q.driver.r, 2), q.driver.n)))
+        elapsed = time.monotonic() - start
+        assert info["infra_failed"] and truncated and reward == 0.0
+        assert elapsed < 2.0 + 2.5, elapsed  # the tool's deadline (the judge's policy) plus the executor's grace
+    finally:
+        env.close()
