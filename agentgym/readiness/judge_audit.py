@@ -75,7 +75,8 @@ class JudgeAuditReport:
 
     @property
     def passed(self) -> bool:
-        return bool(self.results) and not self.leaks and not self.truth_failures and self.calibration != "refused"
+        return bool(self.results) and not self.leaks and not self.truth_failures \
+            and self.calibration in ("passed", "off")
 
     def defence_table(self) -> dict[str, list[str]]:
         """``{defence: [attacks that succeed without it]}`` (each attack named once)."""

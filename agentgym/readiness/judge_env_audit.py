@@ -25,7 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 import gymnasium as gym
 
 from agentgym.env import ANSWER_TOOL
-from agentgym.judges import Judge, JudgeDefences, Rubric, VerifiableChecks
+from agentgym.judges import Judge, JudgeDefences, JudgeRefused, JudgeUnavailable, Rubric, VerifiableChecks
 from agentgym.readiness.judge_attacks import build_judge_attacks
 from agentgym.readiness.judge_audit import JudgeAuditReport, JudgedItem, audit_judge_async
 from agentgym.readiness.lifecycle import aclose_shared_resources
@@ -112,6 +112,12 @@ def audit_judged_env(env_id: str, tasks: int = 5, seed: int = 0, *, env_kwargs: 
         family = base_env(env).family
         if not isinstance(family, JudgedFamily):
             raise ValueError(f"{env_id} has no judged family; use audit_reward for it")
+        try:
+            run_sync(family.judge.open())
+        except (JudgeRefused, JudgeUnavailable) as e:  # no episode can be scored: nothing to attack
+            outcome = "refused" if isinstance(e, JudgeRefused) else "unavailable"
+            return JudgedEnvAudit(env_id, JudgeAuditReport(family.judge.backend.identity(), calibration=outcome,
+                                                           truth_failures=[f"{type(e).__name__}: {e}"]))
         items, seeds, failures = [], {}, []
         for i in range(tasks):
             try:
