@@ -36,7 +36,7 @@ from agentgym.env import ToolEnv
 from agentgym.envs.data_analysis import DataAnalysisFamily
 from agentgym.errors import ConfigError
 from agentgym.family import ANSWER_TOOL, EpisodeView
-from agentgym.judges import CheckResult, Criterion, Judge, Judgement, OpenAIChatBackend, Rubric
+from agentgym.judges import CheckResult, Criterion, Judge, Judgement, OpenAIChatBackend, Rubric, VerifiableChecks
 from agentgym.judges.testing import GullibleJudge, HonestJudge
 from agentgym.runtime import run_sync
 from agentgym.tools import Tool
@@ -162,7 +162,7 @@ class AnalysisReportFamily(DataAnalysisFamily):
         }
 
     # ---- judging --------------------------------------------------------------
-    def checks(self, task: AnalysisReportTask):  # noqa: ANN201 - a VerifiableChecks
+    def checks(self, task: AnalysisReportTask) -> VerifiableChecks:
         """The task's verifiable checks (:func:`tasks.analysis_report.check_claims`)."""
         q = self.question(task)
 

@@ -28,17 +28,18 @@ __all__ = ["Finding", "find_injections", "strip_injections", "INJECTION_PATTERNS
 REMOVED_MARKER = "[removed]"
 """What replaces a finding: it must not itself read as an instruction or name the judge."""
 
-_ROLE = r"(?:judge|grader|evaluator|assessor|scorer|rater|marker|examiner|llm|ai model|language model)"
+_ROLE = r"(?:judge|grader|evaluator|assessor|scorer|rater|examiner|llm|ai model|language model)"
 INJECTION_PATTERNS: dict[str, str] = {
-    "override": r"\b(?:ignore|disregard|forget|override|bypass|skip)\b[^.\n]{0,40}?"
-                r"\b(?:instructions?|rubric|criteria|criterion|rules?|guidelines?|prompt|above|previous|everything)\b",
+    "override": r"\b(?:ignore|disregard|forget|override|bypass)\b[^.\n]{0,40}?"
+                r"\b(?:instructions?|rubric|criteria|criterion|guidelines?|prompt|system message|"
+                r"all (?:of )?the above|everything above)\b",
     "addresses_judge": rf"\b(?:dear|hey|hello|attention|note to(?: the)?|to the|as the|as an?|you,? the)\s+{_ROLE}s?\b"
                        rf"|\bthe {_ROLE}s? (?:must|should|shall|will|has to|needs to|is instructed)\b",
     "verdict_object": r"\{[^{}]{0,400}?[\"']?\b(?:score|verdict|correct|grade|reward|rating|criteria|met|pass)"
                       r"\b[\"']?\s*:",
     "verdict_line": r"\b(?:reward|verdict|final score|final grade)\s*[:=]\s*\S",
     "orders_output": r"\byour (?:output|reply|response|verdict|grade|job|task|role|instructions?)\b"
-                     r"|\b(?:respond|reply|answer|output) (?:only )?with\b",
+                     r"|\b(?:respond|reply) (?:only )?with\b|\boutput only\b",
     "role_play": r"\b(?:you are now|from now on,? you|act as|pretend(?: to be| that| you)|role-?play|let'?s play"
                  r"|imagine (?:that )?you(?:'re| are))\b",
     "award": r"\b(?:award|give|assign|grant)\b[^.\n]{0,30}?\b(?:full|maximum|max|perfect|top|all)\s+"
