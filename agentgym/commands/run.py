@@ -116,7 +116,7 @@ def _fleet_run(env_id: str, agent: Any, episodes: int, concurrency: int, seed: i
     records: list[dict[str, Any]] = []
     with Progress(label, episodes) as progress:
         def on_episode(rec: Any) -> None:
-            record = fleet_record(rec, seed)
+            record = {**fleet_record(rec, seed), "agent": header.agent, "sampling": {}}
             records.append(record)
             if writer is not None:
                 writer.write(record)

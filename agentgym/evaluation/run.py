@@ -104,6 +104,7 @@ async def arun_eval(plan: EvalPlan, agent: Any, *, out: str | Path | None = None
     played: list[dict[str, Any]] = []
 
     def record(rec: dict[str, Any]) -> None:
+        rec.update(agent=header.agent, sampling=header.sampling)  # a line read alone still says who acted, how
         if writer is not None:
             writer.write(rec)
         played.append(rec)

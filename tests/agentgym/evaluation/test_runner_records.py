@@ -112,7 +112,7 @@ def test_run_and_eval_write_one_record_format(tmp_path):
     run = read_run(out)
     assert run.header.agent == {"kind": "policy", "name": "oracle"} and len(run.records) == 5
     keys = {"episode", "task_index", "sample", "seed", "task_id", "reward", "success", "infra_failed", "turns",
-            "messages", "tool_calls", "tokens", "latency_s", "info"}
+            "messages", "tool_calls", "tokens", "latency_s", "info", "agent", "sampling"}
     assert all(keys <= set(r) for r in run.records)
     rebuilt = CliRunner().invoke(app, ["eval", "summary", str(out), "--json"])
     assert json.loads(rebuilt.stdout)["success"] == 1.0
