@@ -10,7 +10,9 @@ or WORLD_SIZE=1 for the single-process reference). CASE:
   single-process reference has rows 0..2;
 * ``rng``: save a checkpoint, draw, load it, draw again (per-rank RNG streams);
 * ``minibatches``: as ``unequal`` with ``num_minibatches=2``, so which rows share an
-  optimiser step depends on how the batch is partitioned (one global permutation).
+  optimiser step depends on how the batch is partitioned (one global permutation);
+* ``stale_mis``: as ``minibatches`` under MIS, rows 0-1 (rank 0's) sampled one policy
+  version ago: only rank 0 has rows for the pass at the old version, rank 1 joins it.
 """
 
 from __future__ import annotations
@@ -44,7 +46,27 @@ def make_batch(case: str = "unequal"):
     if case == "empty_share":
         adv[3:] = 0.0
     batch = TokenBatch(ids, attn, mask, engine_lp, adv)
+    if case == "stale_mis":
+        batch.staleness = torch.zeros(n, t, dtype=torch.long)
+        batch.staleness[:2] = mask[:2].long()
     return batch.select(torch.arange(0, 3)) if case == "no_rows" else batch
+
+
+def _versions(module: torch.nn.Module):
+    """Version 1: the weights x 1.3 (elementwise, so the same under any sharding); version 2: as they are."""
+    from baselines.distributed import local_shard
+    from baselines.policy_versions import PolicyVersions
+
+    versions = PolicyVersions(keep=2)
+    live = [local_shard(p.detach()).clone() for p in module.parameters()]
+    with torch.no_grad():
+        for p in module.parameters():
+            local_shard(p).mul_(1.3)
+        versions.record(1, module)
+        for p, saved in zip(module.parameters(), live):
+            local_shard(p).copy_(saved)
+    versions.record(2, module)
+    return versions
 
 
 def rng_case(out: str) -> None:
@@ -69,7 +91,8 @@ def rng_case(out: str) -> None:
 
 def main(strategy: str, out: str, case: str = "unequal") -> None:
     from baselines.config import AlgoConfig
-    from baselines.distributed import full_state_dict, init_distributed, shard_like, wrap_model
+    from baselines.distributed import full_state_dict, init_distributed, shard_like, unwrap_model, wrap_model
+    from baselines.mismatch import MismatchConfig
     from baselines.ewma import EWMAModel
     from baselines.update import PolicyUpdater
 
@@ -81,13 +104,15 @@ def main(strategy: str, out: str, case: str = "unequal") -> None:
         shard_like(ewma.module, info)
     wrapped = wrap_model(model, info)
     opt = torch.optim.AdamW(wrapped.parameters(), lr=1e-2)
-    algo = AlgoConfig(proximal="ewma", epochs=2, num_minibatches=2 if case == "minibatches" else 1, micro_batch_size=2, lr=1e-2,
-                      imp_samp_max=3.0)
+    algo = AlgoConfig(proximal="ewma", epochs=2, num_minibatches=2 if case in ("minibatches", "stale_mis") else 1,
+                      micro_batch_size=2, lr=1e-2, imp_samp_max=3.0,
+                      mismatch=MismatchConfig(mode="mis" if case == "stale_mis" else "none", mis_low=0.2, mis_high=5.0))
+    versions = _versions(unwrap_model(wrapped)) if case == "stale_mis" else None
     batch = make_batch(case)
     if info.world_size > 1:  # rank 0: rows 0..2, rank 1: rows 3..4 (unequal on purpose), or none
         rows = torch.arange(0, 3) if info.rank == 0 else torch.arange(3, len(batch))
         batch = batch.select(rows)
-    metrics = PolicyUpdater(wrapped, opt, ewma, algo, info).update(batch, generator=torch.Generator().manual_seed(0))
+    metrics = PolicyUpdater(wrapped, opt, ewma, algo, info, versions=versions).update(batch, generator=torch.Generator().manual_seed(0))
     state = {k: v.detach().clone() for k, v in full_state_dict(wrapped, info).items()}
     if info.strategy == "fsdp2":
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
