@@ -7,7 +7,9 @@ code on ``sys.path``, so one command compares two checkouts::
 
     PYTHONPATH=/path/to/checkout .venv/bin/python benchmarks/bench_retriever.py
 
-prints ``code=<checkout> concurrency=C requests=N q/s=... p50_ms=... p99_ms=...``.
+prints ``code=<checkout> concurrency=C requests=N q/s=... p50_ms=... p99_ms=...`` and the
+CPU time per request of the client and of the service (``/proc``; 0 where there is
+none), which a busy machine disturbs less than the wall-clock figures.
 The service's subprocess runs from a scratch directory, so ``python -m`` cannot pick up
 the current directory's copy instead of ``PYTHONPATH``'s. Client and service share the
 machine's cores: on a 2-core machine the figure is the pair's, not the service's alone.
@@ -61,8 +63,18 @@ def start_service(workdir: Path) -> tuple[subprocess.Popen, str]:
     return proc, match.group(1)
 
 
-async def measure(url: str, concurrency: int, requests: int) -> dict[str, float]:
-    """Send ``requests`` one-query searches from ``concurrency`` workers; q/s and latency."""
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (0 without ``/proc``)."""
+    stat = Path(f"/proc/{pid}/stat")
+    if not stat.exists():
+        return 0.0
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def measure(url: str, concurrency: int, requests: int, service_pid: int) -> dict[str, float]:
+    """Send ``requests`` one-query searches from ``concurrency`` workers; q/s, latency and
+    CPU per request."""
     rng = random.Random(1)
     queries = [" ".join(rng.choice(WORDS) for _ in range(3)) for _ in range(requests + WARMUP)]
     client = RemoteRetriever(url, max_concurrency=concurrency)
@@ -80,20 +92,22 @@ async def measure(url: str, concurrency: int, requests: int) -> dict[str, float]
         await asyncio.gather(*(worker(batch[i::concurrency], record) for i in range(concurrency)))
 
     await run(queries[:WARMUP], record=False)  # connections opened, index pages warm
-    start = time.perf_counter()
+    start, client_cpu, service_cpu = time.perf_counter(), time.process_time(), cpu_s(service_pid)
     await run(queries[WARMUP:], record=True)
     elapsed = time.perf_counter() - start
+    client_cpu, service_cpu = time.process_time() - client_cpu, cpu_s(service_pid) - service_cpu
     await client.aclose()
     latencies.sort()
     return {"qps": requests / elapsed, "p50_ms": latencies[len(latencies) // 2] * 1e3,
-            "p99_ms": latencies[int(len(latencies) * 0.99)] * 1e3}
+            "p99_ms": latencies[int(len(latencies) * 0.99)] * 1e3,
+            "client_cpu_us": client_cpu / requests * 1e6, "service_cpu_us": service_cpu / requests * 1e6}
 
 
 def bench(concurrency: int = 32, requests: int = 10000) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         proc, url = start_service(Path(tmp))
         try:
-            return asyncio.run(measure(url, concurrency, requests))
+            return asyncio.run(measure(url, concurrency, requests, proc.pid))
         finally:
             proc.terminate()
             proc.wait(10)
@@ -113,7 +127,8 @@ def main() -> None:
     args = parser.parse_args()
     figures = bench(args.concurrency, args.requests)
     print(f"code={Path(agentgym.__file__).parent.parent} concurrency={args.concurrency} requests={args.requests} "
-          f"q/s={figures['qps']:.0f} p50_ms={figures['p50_ms']:.2f} p99_ms={figures['p99_ms']:.2f}")
+          f"q/s={figures['qps']:.0f} p50_ms={figures['p50_ms']:.2f} p99_ms={figures['p99_ms']:.2f} "
+          f"client_cpu_us/req={figures['client_cpu_us']:.0f} service_cpu_us/req={figures['service_cpu_us']:.0f}")
 
 
 if __name__ == "__main__":

@@ -70,17 +70,9 @@ class ServiceLimits:
 
 
 class ServiceError(Exception):
-    """A request the service answers with ``status`` and this message (say what to send).
-
-    ``unread_body`` counts the body bytes not read when the error was raised: the
-    service discards them (for a bounded time) and closes the connection.
-    """
+    """A request the service answers with ``status`` and this message (say what to send)."""
 
     status: ClassVar[int] = 400
-
-    def __init__(self, message: str, *, unread_body: int = 0) -> None:
-        super().__init__(message)
-        self.unread_body = unread_body
 
 
 class BadRequest(ServiceError, ValueError):

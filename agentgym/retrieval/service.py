@@ -80,6 +80,25 @@ class ServiceStats:
     """Connections dropped because a request or a response took too long."""
 
 
+class _Admitted:
+    """A request's body and its reservation, as the admission hands them to a route.
+
+    The body is taken once: the route parses it and drops it before the reply is
+    written, so that a client that reads late holds its reply's bytes, not its
+    request's too (the reservation keeps counting both until the reply is out).
+    """
+
+    def __init__(self, body: bytes, reservation: Reservation) -> None:
+        self._body: bytes | None = body
+        self.reservation = reservation
+
+    def take_body(self) -> bytes:
+        body, self._body = self._body, None
+        if body is None:
+            raise RuntimeError("the request body was taken already")
+        return body
+
+
 class _ClientGone(Exception):
     """The client disconnected before its body was in: nothing to answer."""
 
@@ -228,8 +247,9 @@ class RetrieverService:
 
     # -------------------------------------------------------------- admission
     async def _admit(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        """Read the body within the limits, then route the request with its reservation
-        (``request.state.reservation``), which is released once the reply is written."""
+        """Read the body within the limits, then route the request with it and its
+        reservation (``request.state.admitted``); the reservation is released once the
+        reply is written."""
         self.stats.requests += 1
         reservation = self.budget.reservation()
         try:
@@ -241,8 +261,9 @@ class RetrieverService:
                 return
             except _ClientGone:
                 return
-            scope["state"]["reservation"] = reservation
-            await self._routes(scope, _replay(body, receive), send)
+            scope["state"]["admitted"] = _Admitted(body, reservation)
+            del body
+            await self._routes(scope, receive, send)
         finally:
             reservation.release()
 
@@ -254,9 +275,8 @@ class RetrieverService:
         length = _content_length(scope)
         if length is not None:
             if length > limit:
-                raise RequestTooLarge(f"the body is {length} bytes; at most {limit} are accepted, split the request",
-                                      unread_body=length)
-            _grow(reservation, 2 * length, unread_body=length)
+                raise RequestTooLarge(f"the body is {length} bytes; at most {limit} are accepted, split the request")
+            _grow(reservation, 2 * length)
         chunks: list[bytes] = []
         size, more = 0, True
         try:
@@ -270,8 +290,8 @@ class RetrieverService:
                     if length is None:
                         if size > limit:
                             raise RequestTooLarge(f"the body is over {limit} bytes, the most accepted; split the "
-                                                  "request", unread_body=1)
-                        _grow(reservation, 2 * len(chunk), unread_body=1)
+                                                  "request")
+                        _grow(reservation, 2 * len(chunk))
                     chunks.append(chunk)
         except TimeoutError:
             raise ConnectionTimeout(f"the body did not arrive within {self.limits.read_timeout_s} s") from None
@@ -320,8 +340,9 @@ class RetrieverService:
     async def _retrieve(self, request: Request) -> _Reply:
         """Reserve an estimate before searching (so a busy service says 429 before doing
         the work), then settle on the exact size of the encoded reply."""
-        reservation: Reservation = request.state.reservation
-        search = parse_retrieve(parse_json(await request.body()), self.limits)
+        admitted: _Admitted = request.state.admitted
+        reservation = admitted.reservation
+        search = parse_retrieve(parse_json(admitted.take_body()), self.limits)
         estimate = search.docs * (HIT_BYTES + self._doc_bytes)
         _grow(reservation, estimate)
         per_query = await self._search(search)
@@ -331,11 +352,12 @@ class RetrieverService:
         return reply
 
     async def _documents(self, request: Request) -> _Reply:
-        ids = parse_documents(parse_json(await request.body()), self.limits).ids
+        admitted: _Admitted = request.state.admitted
+        ids = parse_documents(parse_json(admitted.take_body()), self.limits).ids
         docs = [self.index.corpus.get(i) for i in ids]
         reply = _Reply.json(200, {"documents": [None if d is None else d.to_json() for d in docs]},
                             self.limits.write_timeout_s)
-        _grow(request.state.reservation, reply.size)
+        _grow(admitted.reservation, reply.size)
         return reply
 
     async def _health(self, request: Request) -> _Reply:
@@ -375,18 +397,18 @@ class RetrieverService:
         return [self.index.search_many(p.queries, p.topk) for p in batch]
 
 
-def _grow(reservation: Reservation, n: int, unread_body: int = 0) -> None:
+def _grow(reservation: Reservation, n: int) -> None:
     """Reserve ``n`` more bytes for this request: 429 when they do not fit now, 413 when
-    they never could (``unread_body``: what the error says is left unread)."""
+    they never could."""
     try:
         reservation.grow(n)
     except BudgetExceeded as e:
         if e.never_fits:
             raise RequestTooLarge(f"serving this request needs {e.wanted} bytes, over the service's "
                                   f"max_bytes_in_flight ({e.capacity}); ask for fewer queries or a smaller "
-                                  "topk", unread_body=unread_body) from None
+                                  "topk") from None
         raise ServiceBusy(f"the service holds its limit of {e.capacity} bytes for requests in flight; "
-                          "retry shortly", unread_body=unread_body) from None
+                          "retry shortly") from None
 
 
 def _content_length(scope: dict[str, Any]) -> int | None:
@@ -395,16 +417,6 @@ def _content_length(scope: dict[str, Any]) -> int | None:
         if name == b"content-length":
             return int(value)
     return None
-
-
-def _replay(body: bytes, receive: Any) -> Any:
-    """A ``receive`` that gives the app the body already read, then the connection's events."""
-    pending = [{"type": "http.request", "body": body, "more_body": False}]
-
-    async def replayed() -> Any:
-        return pending.pop() if pending else await receive()
-
-    return replayed
 
 
 @dataclass

@@ -165,6 +165,24 @@ def test_a_client_that_sends_the_whole_over_large_body_reads_413_not_a_reset(ser
     assert status == 413 and "split the request" in error
 
 
+def _post_chunked(service, chunks):
+    conn = http.client.HTTPConnection(service.service.host, service.service.port, timeout=5)
+    conn.request("POST", "/retrieve", body=iter(chunks), encode_chunked=True,
+                 headers={"Transfer-Encoding": "chunked"})
+    response = conn.getresponse()
+    answer = response.status, json.loads(response.read())
+    conn.close()
+    return answer
+
+
+def test_a_chunked_body_is_served_and_capped_as_it_comes(limited):
+    status, answer = _post_chunked(limited, [b'{"queries": ["Tok', b'yo"], "topk": 1}'])
+    assert status == 200 and answer["result"][0][0]["id"] == "jp"
+    status, answer = _post_chunked(limited, [b" " * 16384] * 5)  # 80 KiB, over the 64 KiB cap
+    assert status == 413 and "65536" in answer["error"]
+    assert limited.service.stats.too_large == 1
+
+
 def test_expect_continue_is_answered_before_the_body(service):
     body = json.dumps({"queries": ["Tokyo"], "topk": 1}).encode()
     with socket.create_connection((service.service.host, service.service.port), timeout=5) as sock:
