@@ -72,18 +72,31 @@ class OpenAIChatBackend:
             (``response_format`` ``json_schema``; vLLM supports it). The reply is parsed
             strictly either way.
         transport: an ``httpx`` transport (tests use ``httpx.MockTransport``).
+
+    The HTTP client is made on first use in each event loop: a client's connections belong
+    to the loop that opened them, and a judge may be used from the runtime loop and from
+    ``asyncio.run`` alike.
     """
 
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None, structured: bool = True,
                  transport: Any = None) -> None:
-        import httpx
-
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.structured = structured
         key = api_key if api_key is not None else os.environ.get("AGENTGYM_JUDGE_API_KEY")
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self._client = httpx.AsyncClient(base_url=self.base_url, headers=headers, transport=transport)
+        self._headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._transport = transport
+        self._client: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _http(self) -> Any:
+        import httpx
+
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:  # a client of a finished loop is dropped
+            self._client = httpx.AsyncClient(base_url=self.base_url, headers=self._headers, transport=self._transport)
+            self._loop = loop
+        return self._client
 
     def identity(self) -> dict[str, Any]:
         return {"kind": "openai-chat", "base_url": self.base_url, "model": self.model, "structured": self.structured}
@@ -104,7 +117,7 @@ class OpenAIChatBackend:
         import httpx
 
         try:
-            response = await self._client.post("/chat/completions", json=self._body(messages, sampling, schema),
+            response = await self._http().post("/chat/completions", json=self._body(messages, sampling, schema),
                                                timeout=timeout_s)
         except httpx.HTTPError as e:
             raise JudgeUnavailable(f"judge server {self.base_url}: {type(e).__name__}: {e}") from e
@@ -120,7 +133,9 @@ class OpenAIChatBackend:
         return content
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        client, self._client = self._client, None
+        if client is not None and self._loop is asyncio.get_running_loop():
+            await client.aclose()
 
 
 class TransformersBackend:

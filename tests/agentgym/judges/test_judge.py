@@ -164,3 +164,16 @@ def test_stripping_leaves_nothing_addressed_to_the_judge(parts):
 
     stripped, _ = strip_injections(normalise_answer(" ".join(parts)).text)
     assert find_injections(stripped) == []
+
+
+def test_the_openai_backend_serves_several_event_loops():
+    from agentgym.evaluation.fake_server import ChatServer, Script
+
+    server = ChatServer(Script(reply={"role": "assistant", "content": GOOD})).start()  # real sockets, kept alive
+    try:
+        backend = OpenAIChatBackend(server.url, "m")
+        judge = Judge(backend, defences=JudgeDefences(calibrate=False))
+        assert grade(judge, TRUTH).reward == 1.0 and grade(judge, TRUTH).reward == 1.0  # two asyncio.run loops
+        asyncio.run(backend.aclose())
+    finally:
+        server.stop()
