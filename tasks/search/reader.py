@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["DocFacts", "Facts", "asked_for", "parse_facts", "read_answer"]
+__all__ = ["GEOGRAPHIC", "PLACED", "DocFacts", "Facts", "asked_for", "parse_facts", "read_answer"]
 
 _TITLE = re.compile(r'^"?(?P<title>[^\n"]*)"?\n(?P<text>.*)$', re.S)
 _PROFILE_TITLE = re.compile(r"^(?P<name>.+?) \((?:country profile|borders)\)$")
@@ -30,6 +30,12 @@ _POPULATION = re.compile(r"(?P<c>[^.]+?) has a population of (?P<v>[\d,]+)\.")
 _DEMONYM = re.compile(r"The demonym for people from (?P<c>.+?) is (?P<v>[^.]+)\.")
 _BORDERS = re.compile(r"(?:^|\. )(?P<c>[^.]+?) (?:borders|shares land borders with) (?P<v>[^.]+)\.")
 _CITY = re.compile(r"^(?P<city>.+?) is a city in (?P<c>[^.]+)\.")
+PLACED = re.compile(r"^(?P<what>[A-Z][\w\- ]*?) (?:in|of|on) (?:the )?(?P<c>[A-Z][\w' .\-]+?)$")
+"""A Wikipedia description that places its subject in a country: "River in Russia"."""
+GEOGRAPHIC = re.compile(r"\b(city|town|municipality|province|islands?|mountains?|river|region|park|lake|"
+                        r"peninsula|volcano|desert|port|district|territory|community|archipelago|sea|bay|valley|"
+                        r"plateau|capital)\b", re.IGNORECASE)
+"""What such a description must call its subject for it to be a place (not a war or a cuisine)."""
 _LIFE = re.compile(r"^(?P<lead>[^()\n]+?)\s*\((?:born\s+(?P<born>\d{3,4})|(?P<b>\d{3,4})\s*[–-]\s*(?P<d>\d{3,4}))\)")
 
 
@@ -103,7 +109,9 @@ def _doc_facts(contents: str) -> DocFacts:
         if city and m:
             doc.city_country[m["city"]] = m["c"].strip()
     else:
-        life = _LIFE.match(text)
+        life, placed = _LIFE.match(text), PLACED.match(text.split(". ", 1)[0])
+        if placed and not life and GEOGRAPHIC.search(placed["what"]):  # "River in Russia": the article's subject lies in that country
+            doc.city_country[re.sub(r"\s*\([^)]*\)$", "", title)] = placed["c"]
         if life:
             name = re.sub(r"\s*\([^)]*\)$", "", title)
             birth = int(life["born"] or life["b"])
@@ -235,8 +243,9 @@ def _described(scene: _Scene, persons: list, named: list) -> list:
         demonym = _demonym_of_lead(scene, named[0][1])
     else:
         demonym = {c: d for d, c in scene.demonym_of.items()}.get(scene.target_country() or "", "")
-    same = [p for p in fits if demonym and p[1].startswith(demonym + " ")]
-    return same or fits
+    if not demonym:
+        return fits  # the documents do not tell the nationality: any person who fits
+    return [p for p in fits if p[1].startswith(demonym + " ")]
 
 
 def _person_answer(scene: _Scene, kind: str) -> str | None:

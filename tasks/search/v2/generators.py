@@ -30,17 +30,17 @@ from tasks.search.generators import _sole_language as _language
 from tasks.search.knowledge import KnowledgeBase, Person
 from tasks.search.quality import QualityAudit, Rejected, grammar_rejection
 from tasks.search.questions import Hop, Question
+from tasks.search.reader import GEOGRAPHIC, PLACED
 from tasks.search.sources import City, Country
 from tasks.search.templates import SLOT_PATTERNS
 from tasks.search.v2.corpus import CONTESTED_CAPITALS, borders_doc_id
 from tasks.search.v2.templates import TEMPLATES_V2, TemplateV2
 
-__all__ = ["TEMPLATES_V2", "TemplateV2", "Who", "describable_persons", "generate_audited_v2"]
+__all__ = ["TEMPLATES_V2", "Place", "TemplateV2", "Who", "describable_persons", "generate_audited_v2", "wiki_places"]
 
 MIN_OCCUPATION_PEERS = 5  # persons across the corpus sharing the occupation: the word alone finds no one
 PAIR_SAMPLES = {"home_countries_more_populous": 60}  # two-way choices stay a small share
 WIDE_BORDERS = 6
-VERY_WIDE_BORDERS = 8
 
 
 @dataclass(frozen=True)
@@ -96,13 +96,53 @@ def describable_persons(kb: KnowledgeBase) -> list[Who]:
     return out
 
 
+_GRAMMAR_OF = {"place": "city"}  # a place's name follows the grammar of a city's
+
+@dataclass(frozen=True)
+class Place:
+    """A Wikipedia article whose description places it in a country ("River in Russia")."""
+
+    doc_id: str
+    name: str
+    country_iso2: str
+    stated: str  # the country as the description names it
+
+
+def wiki_places(kb: KnowledgeBase) -> list[Place]:
+    """Articles that are not about a person whose description says where they are."""
+    countries = {alias: iso2 for iso2, c in kb.countries.items() for alias in (c.name, *c.aliases)}
+    persons = {p.doc_id for p in kb.persons}
+    out = []
+    for doc in kb.corpus:
+        if not doc.id.startswith("wiki-") or doc.id in persons:
+            continue
+        match = PLACED.match(doc.text.split(". ", 1)[0])
+        if match and match["c"] in countries and GEOGRAPHIC.search(match["what"]):
+            out.append(Place(doc.id, re.sub(r"\s*\([^)]*\)$", "", doc.title), countries[match["c"]], match["c"]))
+    return out
+
+
+def _places_of(gate: Gate) -> dict[str, list[Place]]:
+    if "places_of" not in gate.memo:
+        out: dict[str, list[Place]] = {}
+        for place in wiki_places(gate.kb):
+            out.setdefault(place.country_iso2, []).append(place)
+        gate.memo["places_of"] = out
+    return gate.memo["places_of"]  # type: ignore[return-value]
+
+
+def _place_mention(place: Place) -> Mention:
+    return Mention("city", place.doc_id, place.name)  # a place competes with cities, countries and capitals
+
+
 class GateV2(Gate):
     """v1's gate with v2's wordings: the text is chosen by the generator, not rendered from one wording."""
 
     def emit_v2(self, template: str, key: str, text: str, slots: dict[str, str], answers: Sequence[str],
                 hops: Sequence[Hop], mentions: Sequence[Mention]) -> Question | None:
         def checked() -> str:
-            names = {s: v for s, v in slots.items() if s.removesuffix("_2") in SLOT_PATTERNS}
+            names = {_GRAMMAR_OF.get(s, s): v for s, v in slots.items()
+                     if _GRAMMAR_OF.get(s, s).removesuffix("_2") in SLOT_PATTERNS}
             if any(not re.fullmatch(SLOT_PATTERNS[s.removesuffix("_2")], v) for s, v in names.items()):
                 raise Rejected(grammar_rejection(names), text)
             return text
@@ -196,6 +236,14 @@ def _by_neighbours(gate: Gate, c: Country, rng: random.Random) -> Route | None:
                  (_cm(a), _cm(b)), f"{a.iso2}:{b.iso2}")
 
 
+def _by_place(gate: Gate, c: Country, rng: random.Random) -> Route | None:
+    places = _places_of(gate).get(c.iso2)
+    if not places:
+        return None
+    place = rng.choice(places)
+    return Route({"place": place.name}, (Hop(place.doc_id, place.stated),), (_place_mention(place),), place.doc_id)
+
+
 def _by_capital_neighbours(gate: Gate, c: Country, rng: random.Random) -> Route | None:
     pairs = _pairs_around(gate).get(c.iso2)
     options = _wide(gate, [(a, b) for x, y in pairs or () for a, b in ((x, y), (y, x)) if _capital(_country(gate, b))],
@@ -208,12 +256,13 @@ def _by_capital_neighbours(gate: Gate, c: Country, rng: random.Random) -> Route 
                  (_cm(a), Mention("capital", b.iso2, b.capital)), f"{a.iso2}:{b.iso2}")
 
 
-def _by_city_neighbours(gate: Gate, c: Country, rng: random.Random, minimum: int = WIDE_BORDERS) -> Route | None:
+def _by_city_neighbours(gate: Gate, c: Country, rng: random.Random, minimum: int = WIDE_BORDERS,
+                        strict: bool = False) -> Route | None:
     pairs = _pairs_around(gate).get(c.iso2)
     if not pairs:
         return None
     options = _wide(gate, [(a, b) for x, y in pairs for a, b in ((x, y), (y, x)) if _cities_of(gate).get(b)],
-                    lambda o: o[0], minimum)
+                    lambda o: o[0], minimum, strict)
     if not options:
         return None
     a, b = (_country(gate, i) for i in rng.choice(options))
@@ -235,11 +284,12 @@ def _by_cities(gate: Gate, c: Country, rng: random.Random) -> Route | None:
                  (_citym(x), _citym(y)), f"{x.geonameid}:{y.geonameid}")
 
 
-def _wide(gate: Gate, options: list, named: Callable[[object], str], minimum: int = WIDE_BORDERS) -> list:
-    """The options whose named country has ``minimum`` neighbours or more, if any: a reader
-    that knows one of the two countries then guesses among many, not two."""
+def _wide(gate: Gate, options: list, named: Callable[[object], str], minimum: int = WIDE_BORDERS,
+          strict: bool = False) -> list:
+    """The options whose named country has ``minimum`` neighbours or more (if any, or always
+    when ``strict``): a reader that knows one of the two countries then guesses among many."""
     wide = [o for o in options if len(_neighbours(gate, named(o))) >= minimum]
-    return wide or options
+    return wide if wide or strict else options
 
 
 RouteFn = Callable[[Gate, Country, random.Random], "Route | None"]
@@ -264,6 +314,12 @@ def _lookups(gate: GateV2, rng: random.Random) -> Iterator[Question | None]:
         c = _country(gate, city.country_iso2)
         yield gate.emit_v2("country_of_city", str(city.geonameid), _say(rng, "country_of_city", city=city.name),
                            {"city": city.name}, c.aliases, [_city(gate, city)], [_citym(city)])
+    for places in _places_of(gate).values():
+        for place in places:
+            c = _country(gate, place.country_iso2)
+            yield gate.emit_v2("place_country", place.doc_id, _say(rng, "place_country", place=place.name),
+                               {"place": place.name}, c.aliases, [Hop(place.doc_id, place.stated)],
+                               [_place_mention(place)])
     for p in gate.kb.persons:
         yield gate.emit_v2("birth_year", p.doc_id, _say(rng, "birth_year", person=p.name), {"person": p.name},
                            (str(p.birth),), [Hop(p.doc_id, str(p.birth))], [_pm(p)])
@@ -380,9 +436,9 @@ GENERATORS_V2: dict[str, Generator] = {
     "person_country_currency": _home_facts("person_country_currency", "currency"),
     "shared_neighbour_capital": _country_facts("shared_neighbour_capital", _by_neighbours, "capital"),
     "shared_neighbour_currency": _country_facts("shared_neighbour_currency", _by_neighbours, "currency"),
-    # The answer itself is one of the named country's neighbours: only the widest are named.
+    # The answer is one of the named country's neighbours: only countries with 6+ neighbours are named.
     "city_shared_neighbour": _country_facts("city_shared_neighbour",
-                                            functools.partial(_by_city_neighbours, minimum=VERY_WIDE_BORDERS), None),
+                                            functools.partial(_by_city_neighbours, strict=True), None),
     "person_of_capital_country": _persons_of("person_of_capital_country", _by_capital, died=False),
     "death_of_capital_country": _persons_of("death_of_capital_country", _by_capital, died=True),
     "compatriot": _compatriots("compatriot", died=False),
@@ -390,6 +446,7 @@ GENERATORS_V2: dict[str, Generator] = {
     "person_shared_neighbour": _person_neighbour("person_shared_neighbour", None),
     "city_shared_neighbour_capital": _country_facts("city_shared_neighbour_capital", _by_city_neighbours, "capital"),
     "cities_shared_neighbour": _country_facts("cities_shared_neighbour", _by_cities, None),
+    "person_of_place_country": _persons_of("person_of_place_country", _by_place, died=False),
     "person_of_city_country": _persons_of("person_of_city_country", _by_city, died=False),
     "death_of_city_country": _persons_of("death_of_city_country", _by_city, died=True),
     "person_of_neighbour": _persons_of("person_of_neighbour", _by_neighbours, died=False),

@@ -6,7 +6,8 @@ measured by the shortcut audit (``agentgym dataset-report agentgym/Search-v2``).
 template has at least three wordings; each question gets one, drawn by the generator's
 seeded RNG, so one regular expression per template no longer reads the set.
 
-Slots: ``{country}``, ``{city}``, ``{capital}``, ``{person}`` are names; ``{home}`` is a
+Slots: ``{country}``, ``{city}``, ``{capital}``, ``{person}`` are names; ``{place}`` is the
+title of a Wikipedia article whose description places it in a country ("River in Russia"); ``{home}`` is a
 person's country phrase (v1's ``home_phrase``: "the home country of X", or "the
 present-day country of X's nationality" before that country existed); ``{who}`` is a
 person described by Wikipedia's own words: the occupation of their description and the
@@ -24,7 +25,7 @@ from tasks.search.templates import SLOT_PATTERNS
 
 __all__ = ["TEMPLATES_V2", "TemplateV2", "answer_kind", "match_template_v2"]
 
-_SLOTS = {**SLOT_PATTERNS, "who": r"the [a-z][a-z\-]+ born in the \d{3,4}s"}
+_SLOTS = {**SLOT_PATTERNS, "place": SLOT_PATTERNS["city"], "who": r"the [a-z][a-z\-]+ born in the \d{3,4}s"}
 
 Kind = Literal["lookup", "bridge", "comparison", "intersection"]
 
@@ -59,6 +60,7 @@ _BY_CITY_NEIGHBOURS = "the country that borders both {country} and the country w
 _BY_CITIES = "the country that borders both the country where the city of {city} lies and the country where " \
              "the city of {city_2} lies"
 _BY_CAPITAL = "the country whose capital is {capital}"
+_BY_PLACE = "the country where {place} is located"
 _BY_CAPITAL_NEIGHBOURS = "the country that borders both {country} and the country whose capital is {capital}"
 
 _CAPITAL = ("What is the capital of {c}?", "Which city is the capital of {c}?", "Name the capital city of {c}.")
@@ -101,6 +103,8 @@ TEMPLATES_V2: dict[str, TemplateV2] = {t.name: t for t in (
     _T("death_year", 1, "lookup", ("In what year did {person} die?", "When did {person} die?",
                                    "What year did {person} die in?")),
     _T("shared_neighbour", 1, "intersection", _both("{country}", "{country_2}")),
+    _T("place_country", 1, "lookup", ("In which country is {place}?", "Which country is {place} located in?",
+                                      "{place} lies in which country?")),
     # two documents
     _T("city_country_capital", 2, "bridge", _on(_CAPITAL, _BY_CITY)),
     _T("city_country_currency", 2, "bridge", _on(_CURRENCY, _BY_CITY)),
@@ -122,6 +126,7 @@ TEMPLATES_V2: dict[str, TemplateV2] = {t.name: t for t in (
     _T("person_shared_neighbour", 3, "intersection", _both("{country}", "{home}")),
     _T("city_shared_neighbour_capital", 3, "intersection", _on(_CAPITAL, _BY_CITY_NEIGHBOURS)),
     _T("cities_shared_neighbour", 3, "intersection", _both(_BY_CITY, _BY_CITY.replace("{city}", "{city_2}"))),
+    _T("person_of_place_country", 3, "bridge", _on(_WHO, _BY_PLACE)),
     _T("person_of_city_country", 3, "bridge", _on(_WHO, _BY_CITY)),
     _T("death_of_city_country", 3, "bridge", _on(_DIED, _BY_CITY)),
     _T("person_of_neighbour", 3, "intersection", _on(_WHO, _BY_NEIGHBOURS)),
@@ -150,7 +155,7 @@ def answer_kind(template: str) -> str | None:
     """
     if template not in TEMPLATES_V2:
         return None
-    if template.startswith("country_of"):
+    if template.startswith("country_of") or template == "place_country":
         return "country"
     if template.endswith("_year") or template.startswith("death_of") or template == "compatriot_death":
         return "year"

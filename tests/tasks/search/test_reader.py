@@ -26,6 +26,11 @@ PAMUK = '"Orhan Pamuk"\nTurkish novelist (born 1952). Orhan Pamuk is a novelist.
     ("Which has more people, the home country of Orhan Pamuk or the home country of Abbas Kiarostami?",
      [PAMUK, KIAROSTAMI, TURKEY, IRAN], "Iran"),
     ("In what year was the novelist from the country whose capital is Ankara born?", [IRAN, PAMUK, TURKEY], "1952"),
+    ("Who is the novelist born in the 1950s whose nationality is that of the country where Cappadocia is located?",
+     ['"Cappadocia"\nHistorical region in Turkey. Cappadocia is a region.', TURKEY, PAMUK], "Orhan Pamuk"),
+    ("Name the novelist born in the 1950s of the same nationality as Nazim Hikmet.",
+     ['"Nazim Hikmet"\nTurkish poet (1902–1963). A poet.', '"Reza Amiri"\nIranian novelist (born 1955). A novelist.',
+      PAMUK], "Orhan Pamuk"),
 ])
 def test_the_reader_chains_facts_of_its_documents(question, docs, expected):
     assert read_answer(question, docs) == expected

@@ -96,3 +96,15 @@ def test_a_described_person_is_the_only_one_of_their_nationality_occupation_and_
                 and re.search(rf"\b{who.occupation}\b", q.role.lower())]
         assert same == [p]
         assert not who.phrase.endswith("00s")
+
+
+def test_wikipedia_descriptions_place_articles_in_countries(data):
+    """A relation from the Wikipedia text itself: "River in Russia" puts the Neva in Russia."""
+    from tasks.search.v2 import build_knowledge_base_v2
+    from tasks.search.v2.generators import wiki_places
+
+    places = {p.name: p.country_iso2 for p in wiki_places(build_knowledge_base_v2())}
+    assert len(places) > 150 and places.get("Neva") == "RU"
+    assert "Rwandan genocide" not in places  # an event, not a place
+    questions = [q for q in data.questions("train") if q.template == "person_of_place_country"]
+    assert len(questions) > 50 and all(q.num_hops == 3 for q in questions)
