@@ -10,17 +10,28 @@ agent_error the tool raised ``AgentError``, or the call  no
            named an unknown tool
 invalid_args arguments failed the tool's JSON schema    no
 parse_error the call could not be read from the text    no
-timeout    an attempt ran past ``Tool.timeout_s``, or   no
-           the tool raised ``ToolTimeout``
-infra_error ``InfraError`` or an unexpected exception   yes (tenacity,
-           from the tool (a bug in the tool is never     exponential
-           the agent's fault)                           backoff + jitter)
+timeout    the call ran past ``Tool.timeout_s``, or the  no
+           tool raised ``ToolTimeout``
+infra_error ``InfraError`` or an unexpected exception   yes (within
+           from the tool (a bug in the tool is never     the call's
+           the agent's fault)                           budget)
 ========== ============================================ =========
+
+A tool may also *return* its status as a value (:class:`~agentgym.tools.ToolReply`)
+instead of raising: that is how the sandbox's outcome reaches the executor without
+turning into an exception and back.
+
+Retries follow :mod:`agentgym.reliability`: each call opens one budget of
+``Tool.max_retries + 1`` attempts and ``Tool.timeout_s`` seconds, and every layer under
+the tool (the sandbox pool replacing a dead sandbox, say) spends from that budget, so a
+call is tried at most ``max_retries + 1`` times in all and ends within ``timeout_s``
+(plus :data:`DEADLINE_GRACE_S`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import weakref
@@ -29,21 +40,15 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import jsonschema
-from tenacity import (
-    AsyncRetrying,
-    RetryError,
-    retry_if_exception_type,
-    stop_after_attempt,
-    wait_random_exponential,
-)
 
 from agentgym.errors import AgentError, InfraError, ToolTimeout
 from agentgym.parsing import ParsedCall
+from agentgym.reliability import Budget, RetryPolicy, call_budget, retrying
 from agentgym.telemetry import Telemetry
-from agentgym.tools import Tool
+from agentgym.tools import Tool, ToolReply
 from agentgym.truncation import truncate_head_tail
 
-__all__ = ["ToolStatus", "ToolResult", "ToolExecutor", "RetryPolicy", "UNKNOWN_TOOL", "UNPARSED"]
+__all__ = ["ToolStatus", "ToolResult", "ToolExecutor", "UNKNOWN_TOOL", "UNPARSED", "DEADLINE_GRACE_S"]
 
 log = logging.getLogger(__name__)
 
@@ -72,12 +77,10 @@ class ToolResult:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """Backoff of infrastructure retries: random exponential, capped (AWS 'full jitter')."""
-
-    initial_s: float = 0.05
-    max_wait_s: float = 2.0
+DEADLINE_GRACE_S = 1.0
+"""The executor's own deadline fires this long after the call's budget runs out, so a
+layer that honours the budget (the sandbox pool waiting for a sandbox, say) reports its
+own failure as infrastructure before the executor has to call the overrun a timeout."""
 
 
 class _RetriableInfra(Exception):
@@ -110,6 +113,8 @@ class ToolExecutor:
 
     def __init__(self, tools: Sequence[Tool], telemetry: Telemetry | None = None,
                  retry: RetryPolicy | None = None) -> None:
+        """``retry`` sets the backoff (``initial_s``, ``max_wait_s``); each tool's
+        ``max_retries`` and ``timeout_s`` set its attempts and deadline."""
         self.tools = {t.name: t for t in tools}
         self.telemetry = telemetry if telemetry is not None else Telemetry()
         self.retry = retry or RetryPolicy()
@@ -160,48 +165,43 @@ class ToolExecutor:
 
     async def _run(self, tool: Tool, arguments: dict[str, Any]) -> ToolResult:
         start = time.perf_counter()
-        attempts = 0
+        policy = RetryPolicy(attempts=tool.max_retries + 1, initial_s=self.retry.initial_s,
+                             max_wait_s=self.retry.max_wait_s, deadline_s=tool.timeout_s)
         status: ToolStatus
-        try:
-            sem = _semaphore(tool)
-            async for attempt in AsyncRetrying(
-                stop=stop_after_attempt(tool.max_retries + 1),
-                wait=wait_random_exponential(multiplier=self.retry.initial_s, max=self.retry.max_wait_s),
-                retry=retry_if_exception_type(_RetriableInfra),
-                reraise=False,
-            ):
-                with attempt:
-                    attempts += 1
-                    text = await self._attempt(tool, arguments, sem)
-            status, output = "ok", text
-        except AgentError as e:
-            status, output = "agent_error", f"Error: {e}"
-        except ToolTimeout as e:
-            status, output = "timeout", f"Error: {e}"
-        except TimeoutError:
-            status, output = "timeout", (
-                f"Error: {tool.name} did not finish within {tool.timeout_s:g} s and was stopped. "
-                "Make the call cheaper or split the work."
-            )
-        except RetryError as e:
-            cause = e.last_attempt.exception()
-            inner = cause.cause if isinstance(cause, _RetriableInfra) else cause
-            status, output = "infra_error", (
-                f"Error: {tool.name} is unavailable because of an infrastructure failure "
-                f"({type(inner).__name__}: {inner}); this is not your fault."
-            )
+        sem = _semaphore(tool)
+        async with sem if sem is not None else contextlib.nullcontext():
+            with call_budget(policy, fresh=True) as budget:
+                try:
+                    status, output = await self._attempts(tool, arguments, budget)
+                except AgentError as e:
+                    status, output = "agent_error", f"Error: {e}"
+                except ToolTimeout as e:
+                    status, output = "timeout", f"Error: {e}"
+                except TimeoutError:
+                    status, output = "timeout", (
+                        f"Error: {tool.name} did not finish within {tool.timeout_s:g} s and was stopped. "
+                        "Make the call cheaper or split the work."
+                    )
+                except _RetriableInfra as e:
+                    status, output = "infra_error", (
+                        f"Error: {tool.name} is unavailable because of an infrastructure failure "
+                        f"({type(e.cause).__name__}: {e.cause}); this is not your fault."
+                    )
+                retries = budget.retries
         latency_ms = (time.perf_counter() - start) * 1e3
         cut = truncate_head_tail(output, tool.max_output_chars)
-        return ToolResult(tool.name, status, cut.text, arguments, latency_ms, max(0, attempts - 1),
+        return ToolResult(tool.name, status, cut.text, arguments, latency_ms, retries,
                           cut.truncated, cut.original_chars)
 
-    async def _attempt(self, tool: Tool, arguments: dict[str, Any], sem: asyncio.Semaphore | None) -> str:
+    async def _attempts(self, tool: Tool, arguments: dict[str, Any], budget: Budget) -> tuple[ToolStatus, str]:
+        async for attempt in retrying(_RetriableInfra, budget=budget):
+            with attempt:
+                return await self._attempt(tool, arguments, budget)
+        raise AssertionError("unreachable: retrying re-raises when it gives up")
+
+    async def _attempt(self, tool: Tool, arguments: dict[str, Any], budget: Budget) -> tuple[ToolStatus, str]:
         try:
-            if sem is None:
-                out = await asyncio.wait_for(tool.fn(**arguments), tool.timeout_s)
-            else:
-                async with sem:
-                    out = await asyncio.wait_for(tool.fn(**arguments), tool.timeout_s)
+            out = await asyncio.wait_for(tool.fn(**arguments), budget.remaining_s() + DEADLINE_GRACE_S)
         except (AgentError, ToolTimeout, TimeoutError):
             raise
         except InfraError as e:
@@ -211,4 +211,6 @@ class ToolExecutor:
         except Exception as e:  # a bug in the tool is never the agent's fault
             log.warning("tool %s raised %s: %s (treated as infra_error)", tool.name, type(e).__name__, e)
             raise _RetriableInfra(e) from e
-        return out if isinstance(out, str) else str(out)
+        if isinstance(out, ToolReply):
+            return out.status, out.text
+        return "ok", out if isinstance(out, str) else str(out)

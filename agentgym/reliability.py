@@ -7,6 +7,15 @@ attempts add up instead of multiplying. The implementation lives in
 agentgym); this module is its public name. See ``docs/reliability.md``.
 """
 
-from sandboxes.reliability import Budget, RetryPolicy, call_budget, current_budget, remaining_s, retrying
+from sandboxes.reliability import (
+    Budget,
+    RetryPolicy,
+    apolling,
+    call_budget,
+    current_budget,
+    polling,
+    remaining_s,
+    retrying,
+)
 
-__all__ = ["RetryPolicy", "Budget", "call_budget", "current_budget", "retrying", "remaining_s"]
+__all__ = ["RetryPolicy", "Budget", "call_budget", "current_budget", "retrying", "remaining_s", "polling", "apolling"]

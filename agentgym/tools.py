@@ -9,13 +9,35 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from agentgym.errors import ConfigError
 
-__all__ = ["Tool", "string_tool_schema"]
+__all__ = ["Tool", "ToolReply", "string_tool_schema"]
 
-ToolFn = Callable[..., Awaitable[str]]
+
+@dataclass(frozen=True, slots=True)
+class ToolReply:
+    """A tool's output with its status, returned instead of raising.
+
+    A tool whose machinery already knows the outcome (the sandbox reports that the
+    agent's code timed out or raised) returns it as a value, so the status travels from
+    the sandbox to the executor unchanged. Infrastructure failures are still raised as
+    ``InfraError``: they are retried, and a value cannot be.
+    """
+
+    text: str
+    status: Literal["ok", "agent_error", "timeout"] = "ok"
+
+    def __post_init__(self) -> None:
+        if self.status not in ("ok", "agent_error", "timeout"):
+            raise ConfigError(
+                f"Expected a ToolReply status of 'ok', 'agent_error' or 'timeout' (raise InfraError "
+                f"for infrastructure), actual value: {self.status!r}"
+            )
+
+
+ToolFn = Callable[..., Awaitable["str | ToolReply"]]
 
 
 @dataclass(frozen=True)
@@ -27,15 +49,17 @@ class Tool:
         description: shown to the agent in the tool spec; say what it returns.
         parameters: a JSON-schema object for the arguments; the executor validates
             every call against it before ``fn`` runs.
-        fn: ``async def fn(**arguments) -> str``. Raise ``AgentError`` for the agent's
-            mistakes and ``InfraError`` for infrastructure failures.
+        fn: ``async def fn(**arguments) -> str | ToolReply``. Return a
+            :class:`ToolReply` (or raise ``AgentError``/``ToolTimeout``) for the agent's
+            mistakes, raise ``InfraError`` for infrastructure failures.
         max_output_chars: longer output is cut head and tail with a visible marker.
-        timeout_s: deadline of one attempt.
+        timeout_s: deadline of the whole call, retries and backoff included.
         max_concurrency: at most this many calls in flight per process across every env
             sharing ``concurrency_key`` (protects a retriever service or a pool);
             ``None`` means unlimited.
         concurrency_key: defaults to ``name``.
-        max_retries: retries of an ``infra_error`` (not counting the first attempt).
+        max_retries: retries of an ``infra_error`` (not counting the first attempt), by
+            the executor and every layer under the tool together.
     """
 
     name: str

@@ -30,8 +30,6 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Protocol, runtime_checkable
 
-import tenacity
-
 from sandboxes.engine import default_engine_url, engine_reachable
 from sandboxes.errors import (
     EngineUnreachableError,
@@ -40,6 +38,7 @@ from sandboxes.errors import (
     SandboxInfraError,
 )
 from sandboxes.protocol import BackendName, ExecResult, Sandbox, SandboxConfig
+from sandboxes.reliability import RetryPolicy, call_budget, remaining_s, retrying
 
 __all__ = ["PoolConfig", "SandboxBackend", "SandboxPool", "PooledSandbox", "make_pool", "choose_backend",
            "requested_backend", "BackendName", "default_config"]
@@ -82,10 +81,10 @@ class PoolConfig:
     max_episodes: int = 50
     """A sandbox is closed and replaced after serving this many episodes."""
     acquire_timeout_s: float = 600.0
-    retry_attempts: int = 3
-    """Attempts for creating a sandbox and for re-running a call whose sandbox died."""
-    retry_wait_s: float = 0.2
-    """First wait between attempts; it doubles each time."""
+    retry: RetryPolicy = RetryPolicy(attempts=3, initial_s=0.2, max_wait_s=5.0)
+    """Tries of one pool operation (acquire, a call whose sandbox died, an upload) when
+    nothing above the pool opened a budget; under a caller's budget (a tool call, an
+    episode start) the pool spends from that one instead (:mod:`sandboxes.reliability`)."""
     replay: bool = True
     """Replay an episode's uploads and successful cells onto a replacement sandbox."""
     reap_on_start: bool = True
@@ -97,8 +96,8 @@ class PoolConfig:
                 "Expected size >= 0, max_parallel_creations >= 1 and max_episodes >= 1, "
                 f"actual values: {self.size}, {self.max_parallel_creations}, {self.max_episodes}"
             )
-        if self.retry_attempts < 1:
-            raise SandboxConfigError(f"Expected retry_attempts >= 1, actual value: {self.retry_attempts}")
+        if not isinstance(self.retry, RetryPolicy):
+            raise SandboxConfigError(f"Expected PoolConfig.retry to be a RetryPolicy, actual value: {self.retry!r}")
         if self.max_live is not None and self.max_live < 1:
             raise SandboxConfigError(f"Expected max_live >= 1 or None, actual value: {self.max_live}")
 
@@ -256,10 +255,16 @@ class SandboxPool:
     async def acquire(self) -> "PooledSandbox":
         """A sandbox in a fresh state, leased until :meth:`release`.
 
+        A sandbox that fails to start is tried again within the caller's budget (or
+        ``config.retry`` when the caller opened none).
+
         Raises:
             SandboxInfraError: no sandbox could be started within the retries.
         """
-        sandbox = await self._take()
+        with call_budget(self.config.retry):
+            async for attempt in retrying(SandboxInfraError):
+                with attempt:
+                    sandbox = await self._take()
         lease = PooledSandbox(self, sandbox)
         self._leases.add(lease)
         return lease
@@ -282,7 +287,7 @@ class SandboxPool:
         try:
             yield lease
         finally:
-            if lease._inner is not None:
+            if lease in self._leases:
                 await self.release(lease)
 
     def describe(self) -> dict[str, Any]:
@@ -307,11 +312,12 @@ class SandboxPool:
         self._kick()
         try:
             while True:
+                wait_s = remaining_s(self.config.acquire_timeout_s)
                 try:
-                    item = await asyncio.wait_for(self._ready.get(), self.config.acquire_timeout_s)
+                    item = await asyncio.wait_for(self._ready.get(), wait_s)
                 except asyncio.TimeoutError as e:
                     raise SandboxInfraError(
-                        f"no sandbox became ready within {self.config.acquire_timeout_s:g}s "
+                        f"no sandbox became ready within {wait_s:g}s "
                         f"({self.counts()}); raise PoolConfig.acquire_timeout_s or max_live"
                     ) from e
                 if isinstance(item, SandboxClosedError):
@@ -371,13 +377,15 @@ class SandboxPool:
         failed = False
         try:
             async with self._startups:
-                sandbox = await self._retrying(self.backend.create)
+                sandbox = await self.backend.create()
         except asyncio.CancelledError:
             raise
         except Exception as e:
+            # One try: the acquirer that gets this error retries within its own budget,
+            # so a start is never retried both here and above.
             failed = True
             self.stats.creation_failures += 1
-            log.warning("could not start a sandbox after %d attempts: %s", self.config.retry_attempts, e)
+            log.warning("could not start a sandbox: %s", e)
             if self._waiters:
                 self._ready.put_nowait(e)  # one waiter gets the error instead of hanging
         else:
@@ -391,17 +399,6 @@ class SandboxPool:
             self._creating -= 1
         if not failed or self._waiters:
             self._kick()
-
-    async def _retrying(self, fn: Any, *args: Any) -> Any:
-        retrying = tenacity.AsyncRetrying(
-            stop=tenacity.stop_after_attempt(self.config.retry_attempts),
-            wait=tenacity.wait_exponential(multiplier=self.config.retry_wait_s, max=10),
-            retry=tenacity.retry_if_exception_type((SandboxInfraError, OSError)),
-            reraise=True,
-        )
-        async for attempt in retrying:
-            with attempt:
-                return await fn(*args)
 
     async def _close_one(self, sandbox: Any) -> None:
         try:
@@ -456,6 +453,8 @@ class PooledSandbox(Sandbox):
         self._uploads: dict[str, bytes] = {}
         self._cells: list[tuple[str, float | None]] = []
         self._pending_lost: str | None = None
+        self._needs_replacement = False
+        """The sandbox under the lease failed; the next operation replaces it first."""
 
     @property
     def id(self) -> str:
@@ -496,29 +495,44 @@ class PooledSandbox(Sandbox):
         return inner
 
     async def run(self, code: str, timeout: float | None = None) -> ExecResult:
-        crashes = 0
+        """Run ``code``; a sandbox that dies under it is replaced, the episode replayed
+        and the code run again, within the caller's budget (``config.retry`` if none).
+
+        A sandbox that dies twice *while running this code* is the code's doing: the
+        result is ``crash`` (the agent's outcome), not an infrastructure failure. Only
+        failing to get a healthy replacement raises :class:`SandboxInfraError`.
+        """
         lost_reason, self._pending_lost = self._pending_lost, None
-        while True:
-            sandbox = self._sandbox()
-            try:
-                result = await sandbox.run(code, timeout)
-            except SandboxInfraError as e:
-                crashes += 1
-                log.warning("sandbox %s failed during run (%s); replacing it", sandbox.id, e)
-                lost_reason = await self._replace() or lost_reason
-                if crashes < 2:
-                    continue
-                result = ExecResult(
-                    status="crash",
-                    error=f"the sandbox died twice while running this code: {e}",
-                )
-            break
+        crashes: list[SandboxInfraError] = []
+        result: ExecResult | None = None
+        with call_budget(self._pool.config.retry):
+            async for attempt in retrying(SandboxInfraError):
+                with attempt:
+                    if self._needs_replacement:
+                        lost_reason = await self._replace() or lost_reason
+                    result = await self._run_once(code, timeout, crashes)
+        assert result is not None
         if lost_reason is not None and not result.state_lost:
             result = dataclasses.replace(result, state_lost=True, state_lost_reason=lost_reason)
         if result.state_lost:
             self._cells.clear()
         if result.status == "ok":
             self._cells.append((code, timeout))
+        return result
+
+    async def _run_once(self, code: str, timeout: float | None, crashes: list[SandboxInfraError]) -> ExecResult:
+        sandbox = self._sandbox()
+        try:
+            result = await sandbox.run(code, timeout)
+        except SandboxInfraError as e:
+            crashes.append(e)
+            self._needs_replacement = True
+            log.warning("sandbox %s failed during run (%s); replacing it", sandbox.id, e)
+            if len(crashes) < 2:
+                raise
+            # The lease's next operation replaces the sandbox; this code is to blame.
+            return ExecResult(status="crash", error=f"the sandbox died twice while running this code: {e}")
+        self._needs_replacement = False
         return result
 
     async def upload(self, path: str, data: bytes) -> None:
@@ -536,22 +550,25 @@ class PooledSandbox(Sandbox):
 
     async def close(self) -> None:
         """Give the sandbox back to the pool (what ``async with`` does on exit)."""
-        if self._inner is not None:
+        if self in self._pool._leases:
             await self._pool.release(self)
 
     async def _with_replacement(self, call: Any) -> Any:
-        for attempt in range(self._pool.config.retry_attempts):
-            sandbox = self._sandbox()
-            try:
-                return await call(sandbox)
-            except SandboxInfraError as e:
-                if attempt + 1 == self._pool.config.retry_attempts:
-                    raise
-                log.warning("sandbox %s failed (%s); replacing it", sandbox.id, e)
-                lost = await self._replace()
-                if lost is not None:  # told to the agent with its next cell's result
-                    self._cells.clear()
-                    self._pending_lost = lost
+        with call_budget(self._pool.config.retry):
+            async for attempt in retrying(SandboxInfraError):
+                with attempt:
+                    if self._needs_replacement:
+                        lost = await self._replace()
+                        if lost is not None:  # told to the agent with its next cell's result
+                            self._cells.clear()
+                            self._pending_lost = lost
+                    sandbox = self._sandbox()
+                    try:
+                        return await call(sandbox)
+                    except SandboxInfraError as e:
+                        log.warning("sandbox %s failed (%s); replacing it", sandbox.id, e)
+                        self._needs_replacement = True
+                        raise
 
     async def retire(self, reason: str) -> None:
         """Give the sandbox back to be discarded, never reused (a start-up that failed on
@@ -566,25 +583,21 @@ class PooledSandbox(Sandbox):
 
         Returns None when the episode's state was rebuilt, or why it was not, in words
         for the agent: a replay that comes out differently is the agent's outcome (its
-        cells are not deterministic). Raises :class:`SandboxInfraError` only when no
-        healthy sandbox can be had within the pool's retries.
+        cells are not deterministic). One try: :class:`SandboxInfraError` when no
+        healthy sandbox could be had or the replay's uploads failed, and the caller's
+        retry loop (one budget for the whole call) decides whether to try again.
         """
-        for attempt in range(self._pool.config.retry_attempts):
-            old = self._detach()
+        old = self._detach()
+        if old is not None:
             self._pool.stats.replaced += 1
             self._pool._spawn(self._pool._close_one(old))
-            self._inner = await self._pool._take()
-            try:
-                lost = await self._replay()
-            except SandboxInfraError as e:
-                if attempt + 1 == self._pool.config.retry_attempts:
-                    raise
-                log.warning("replay onto a replacement failed (%s); trying another", e)
-                continue
-            if lost is not None:
-                self._pool.stats.replays_failed += 1
-            return lost
-        raise AssertionError("unreachable")
+        self._inner = await self._pool._take()
+        self._needs_replacement = True  # until the replay below has finished
+        lost = await self._replay()
+        self._needs_replacement = False
+        if lost is not None:
+            self._pool.stats.replays_failed += 1
+        return lost
 
     async def _upload_all(self) -> None:
         for path, data in self._uploads.items():

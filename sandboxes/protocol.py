@@ -142,9 +142,12 @@ class SandboxConfig:
     """Run ``tini`` as PID 1 so zombies are reaped and signals forwarded."""
     blas_threads: int = 1
     """Threads for OpenBLAS/MKL/OpenMP/numexpr, set through environment variables."""
-    output_limit_bytes: int = 65_536
-    """Per stream; longer output keeps head and tail with a marker giving the size."""
-    value_limit_bytes: int = 16_384
+    output_limit_bytes: int = 3_072
+    """Per stream (and for the error text); longer output keeps head and tail with a
+    marker giving the size. Sized with ``value_limit_bytes`` so that a whole cell reply
+    (three streams' worth, plus notes) fits agentgym's ``python`` tool cap of 10,000
+    characters: this cut, where the output is produced, is the only one the agent sees."""
+    value_limit_bytes: int = 1_024
     default_timeout_s: float = 30.0
     grace_s: float = 0.05
     """After the deadline the code gets an interrupt; if it is still running after this

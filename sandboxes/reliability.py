@@ -39,7 +39,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 import tenacity
 
-__all__ = ["RetryPolicy", "Budget", "call_budget", "current_budget", "retrying", "remaining_s"]
+__all__ = ["RetryPolicy", "Budget", "call_budget", "current_budget", "retrying", "remaining_s", "polling", "apolling"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,18 +124,24 @@ def remaining_s(default: float) -> float:
 
 
 @contextlib.contextmanager
-def call_budget(policy: RetryPolicy) -> Iterator[Budget]:
+def call_budget(policy: RetryPolicy, *, fresh: bool = False) -> Iterator[Budget]:
     """Open ``policy``'s budget for the code inside, or join the one a caller opened.
 
     Joining is the point: an inner layer asks with its own default policy, and when it
     runs inside an outer operation it gets the outer operation's budget instead, so the
     attempts of both layers are counted once.
+
+    ``fresh=True`` is for an operation that is a new unit of work even when nested (a
+    tool call made by a tool, as a team env's delegate does): it gets its own attempts,
+    and a deadline no later than the enclosing one's.
     """
     outer = _current.get()
-    if outer is not None:
+    if outer is not None and not fresh:
         yield outer
         return
     budget = Budget(policy)
+    if outer is not None:
+        budget.deadline = min(budget.deadline, outer.deadline)
     token = _current.set(budget)
     try:
         yield budget
@@ -190,3 +196,31 @@ def retrying(retry_on: type[BaseException] | tuple[type[BaseException], ...], *,
         before=spend,
         reraise=True,
     )
+
+
+def polling(retry_on: type[BaseException] | tuple[type[BaseException], ...], *, deadline_s: float,
+            interval_s: float = 0.2) -> tenacity.Retrying:
+    """The loop for waiting on something that is starting (a server, a restarted actor):
+    try every ``interval_s`` while it raises ``retry_on``, for at most ``deadline_s``,
+    then re-raise the last exception. Blocking; :func:`apolling` for coroutines.
+
+    Not a retry of a failed operation (no attempt budget, a fixed interval): readiness
+    is expected to take a while, and asking often is cheap.
+    """
+    return tenacity.Retrying(**_polling_args(retry_on, deadline_s, interval_s))
+
+
+def apolling(retry_on: type[BaseException] | tuple[type[BaseException], ...], *, deadline_s: float,
+             interval_s: float = 0.2) -> tenacity.AsyncRetrying:
+    """:func:`polling` for coroutines."""
+    return tenacity.AsyncRetrying(**_polling_args(retry_on, deadline_s, interval_s))
+
+
+def _polling_args(retry_on: type[BaseException] | tuple[type[BaseException], ...], deadline_s: float,
+                  interval_s: float) -> dict:
+    return {
+        "stop": tenacity.stop_after_delay(deadline_s),
+        "wait": tenacity.wait_fixed(interval_s),
+        "retry": tenacity.retry_if_exception_type(retry_on),
+        "reraise": True,
+    }

@@ -35,20 +35,27 @@ import numpy as np
 from agentgym.env import ToolEnv
 from agentgym.family import ANSWER_TOOL, EpisodeView, TaskFamily
 from agentgym.resources import shared_resources
-from agentgym.errors import AgentError, ConfigError, InfraError, ToolTimeout
-from agentgym.tools import Tool
+from agentgym.errors import ConfigError, InfraError
+from agentgym.reliability import RetryPolicy, call_budget, retrying
+from agentgym.tools import Tool, ToolReply
 from tasks.data_analysis.generator import GeneratorConfig, Question, generate_question
 from tasks.data_analysis.grading import score_answer
 from tasks.data_analysis.manifest import manifest_digest
 from tasks.data_analysis.reference import answer_arguments
 from tasks.data_analysis.tiers import TEMPLATES, template_by_id
 
-__all__ = ["DataAnalysisEnv", "DataAnalysisFamily", "DataAnalysisTask", "format_exec_result"]
+__all__ = ["DataAnalysisEnv", "DataAnalysisFamily", "DataAnalysisTask", "PYTHON_OUTPUT_CHARS", "cell_reply", "format_exec_result"]
 
 from sandboxes.protocol import BackendName as Backend
 
-_START_ATTEMPTS = 3
-"""Sandboxes tried for one episode start before the episode is an infrastructure failure."""
+PYTHON_OUTPUT_CHARS = 10_000
+"""The python tool's output cap: above what a cell reply can reach with the sandbox's
+default limits (3 x 3,072 bytes of streams or error, plus notes), so the sandbox's cut is
+the only one and the executor never cuts a cell's output a second time."""
+
+EPISODE_START = RetryPolicy(attempts=3, initial_s=0.2, max_wait_s=2.0, deadline_s=180.0)
+"""One episode start (a sandbox leased, the files uploaded): three tries in all, by this
+env and the pool together, within three minutes; then the episode is ``infra_failed``."""
 
 _TASK_ID = re.compile(r"^da-(all|t[1-4]|[a-z0-9_]+)-(\d+)$")
 
@@ -88,6 +95,20 @@ _FAILURES = {
     "oom": "your code ran out of memory",
     "crash": "the interpreter crashed while running your code",
 }
+
+
+def cell_reply(result: Any) -> ToolReply:
+    """What the agent sees of a cell, with the sandbox's status carried as a value.
+
+    Every non-ok status, and every loss of state, is caused by the agent's own code (the
+    sandboxes contract): the episode goes on and the agent is told what it lost."""
+    note = (f"\n[Your interpreter was restarted: {result.state_lost_reason or 'its state was lost'}. "
+            "Variables and imports from earlier calls are gone.]" if result.state_lost else "")
+    if result.status == "timeout":
+        return ToolReply(_failure_text(result) + note, "timeout")
+    if result.status != "ok":
+        return ToolReply(_failure_text(result) + note, "agent_error")
+    return ToolReply(format_exec_result(result) + note)
 
 
 def _failure_text(result: Any) -> str:
@@ -211,21 +232,24 @@ class DataAnalysisFamily(TaskFamily):
         if task.question is None:
             task.question = await asyncio.to_thread(self._question, task.scope, task.seed)
         self._pool = await shared_resources().sandbox_pool(self.backend, user=self)
-        failure: Exception | None = None
-        for _ in range(_START_ATTEMPTS):
-            try:
-                self._sandbox = await self._pool.acquire()
-            except SandboxError as e:
-                raise InfraError(f"no sandbox for the episode: {e}") from e
-            try:
-                for name, data in task.question.files.items():
-                    await self._sandbox.upload(name, data)
-                return
-            except (SandboxError, OSError) as e:
-                failure = e
-                sandbox, self._sandbox = self._sandbox, None
-                await sandbox.retire(f"episode start failed: {e}")
-        raise InfraError(f"could not prepare a sandbox for the episode in {_START_ATTEMPTS} tries: {failure}")
+        try:
+            with call_budget(EPISODE_START) as budget:
+                async for attempt in retrying((SandboxError, OSError)):
+                    with attempt:
+                        await self._lease_and_upload(task)
+        except (SandboxError, OSError) as e:
+            raise InfraError(f"could not prepare a sandbox for the episode in {budget.retries + 1} "
+                             f"tries: {e}") from e
+
+    async def _lease_and_upload(self, task: DataAnalysisTask) -> None:
+        self._sandbox = await self._pool.acquire()
+        try:
+            for name, data in task.question.files.items():
+                await self._sandbox.upload(name, data)
+        except BaseException as e:
+            sandbox, self._sandbox = self._sandbox, None
+            await sandbox.retire(f"episode start failed: {e}")
+            raise
 
     async def close_episode(self) -> None:
         sandbox, self._sandbox = self._sandbox, None
@@ -242,7 +266,7 @@ class DataAnalysisFamily(TaskFamily):
 
     # ---- tools ----------------------------------------------------------------
     def tools(self, task: DataAnalysisTask | None) -> dict[str, Tool]:
-        async def python(code: str) -> str:
+        async def python(code: str) -> ToolReply:
             return await self._run_python(code)
 
         async def answer(**_: Any) -> str:
@@ -264,7 +288,7 @@ class DataAnalysisFamily(TaskFamily):
                   "required": ["code"], "additionalProperties": False},
                  # The sandbox enforces the agent's deadline (ToolTimeout); this outer one is only a
                  # safety net and must leave room to replace a dead sandbox and replay the episode.
-                 python, max_output_chars=8000, timeout_s=2 * self.python_timeout_s + 120.0,
+                 python, max_output_chars=PYTHON_OUTPUT_CHARS, timeout_s=2 * self.python_timeout_s + 120.0,
                  max_retries=2),
             ANSWER_TOOL: Tool(ANSWER_TOOL,
                  "Give the final answer with exactly the fields the question asks for (numbers as "
@@ -272,7 +296,7 @@ class DataAnalysisFamily(TaskFamily):
                  answer_schema, answer, max_output_chars=200, timeout_s=5.0),
         }
 
-    async def _run_python(self, code: str) -> str:
+    async def _run_python(self, code: str) -> ToolReply:
         from sandboxes.errors import SandboxClosedError, SandboxError
 
         if self._sandbox is None:
@@ -281,15 +305,7 @@ class DataAnalysisFamily(TaskFamily):
             result = await self._sandbox.run(code, timeout=self.python_timeout_s)
         except (SandboxError, SandboxClosedError) as e:
             raise InfraError(f"sandbox failure: {e}") from e
-        # Every non-ok status, and every loss of state, is caused by the agent's own code
-        # (sandboxes contract): the episode goes on and the agent is told what it lost.
-        note = (f"\n[Your interpreter was restarted: {result.state_lost_reason or 'its state was lost'}. "
-                "Variables and imports from earlier calls are gone.]" if result.state_lost else "")
-        if result.status == "timeout":
-            raise ToolTimeout(_failure_text(result) + note)
-        if result.status != "ok":
-            raise AgentError(_failure_text(result) + note)
-        return format_exec_result(result) + note
+        return cell_reply(result)
 
     # ---- prompts --------------------------------------------------------------
     def system_prompt(self) -> str:

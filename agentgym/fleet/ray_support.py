@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import Any
 
 from agentgym.errors import ConfigError
+from agentgym.reliability import apolling, polling
 
 __all__ = ["RayMissingError", "require_ray", "ClusterSession", "connect", "worker_lost_errors", "wait_restarted",
            "await_restarted"]
@@ -96,30 +97,25 @@ def wait_restarted(handle: Any, timeout_s: float = 180.0) -> Any | None:
 
     ray = require_ray()
     deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return ray.get(handle.ready.remote(), timeout=max(0.1, deadline - time.monotonic()))
-        except ray.exceptions.ActorUnavailableError:
-            if time.monotonic() > deadline:
-                return None
-            time.sleep(RESTART_POLL_S)
-        except (*worker_lost_errors(), ray.exceptions.GetTimeoutError):
-            return None
+    try:
+        for attempt in polling(ray.exceptions.ActorUnavailableError, deadline_s=timeout_s, interval_s=RESTART_POLL_S):
+            with attempt:
+                return ray.get(handle.ready.remote(), timeout=max(0.1, deadline - time.monotonic()))
+    except (ray.exceptions.ActorUnavailableError, *worker_lost_errors(), ray.exceptions.GetTimeoutError):
+        return None
+    raise AssertionError("unreachable: polling re-raises when it gives up")
 
 
 async def await_restarted(handle: Any, timeout_s: float = 180.0) -> bool:
     """:func:`wait_restarted` for a coroutine: True once the actor answers again."""
-    import asyncio
-    import time
-
     ray = require_ray()
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            await handle.ready.remote()
-            return True
-        except ray.exceptions.ActorUnavailableError:
-            await asyncio.sleep(RESTART_POLL_S)
-        except worker_lost_errors():
-            return False
+    try:
+        async for attempt in apolling(ray.exceptions.ActorUnavailableError, deadline_s=timeout_s,
+                                      interval_s=RESTART_POLL_S):
+            with attempt:
+                await handle.ready.remote()
+                return True
+    except (ray.exceptions.ActorUnavailableError, *worker_lost_errors()):
+        return False
+    raise AssertionError("unreachable: polling re-raises when it gives up")
     return False

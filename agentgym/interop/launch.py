@@ -16,13 +16,13 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from agentgym.lifeline import popen_tied
+from agentgym.reliability import polling
 
 __all__ = ["ServerStartError", "agentgym_server", "free_port"]
 
@@ -61,19 +61,26 @@ def agentgym_server(args: list[str], health_url: str, timeout_s: float = 120.0, 
 
 def _wait_until_answering(proc: subprocess.Popen, log: tempfile._TemporaryFileWrapper[bytes], args: list[str],
                           health_url: str, timeout_s: float, accept_http_error: bool) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if proc.poll() is not None:
-            log.seek(0)
-            raise ServerStartError(f"agentgym {' '.join(args)} exited with {proc.returncode}: "
-                                   f"{log.read().decode(errors='replace')[-2000:]}")
-        try:
-            with urllib.request.urlopen(health_url, timeout=2):
-                return
-        except OSError as e:
-            if accept_http_error and isinstance(e, urllib.error.HTTPError):
-                return  # it answered
-            if time.monotonic() > deadline:
-                raise ServerStartError(f"agentgym {' '.join(args)} did not answer {health_url} "
-                                       f"within {timeout_s:g} s") from e
-            time.sleep(0.2)
+    try:
+        for attempt in polling(_NotYet, deadline_s=timeout_s):
+            with attempt:
+                if proc.poll() is not None:
+                    log.seek(0)
+                    raise ServerStartError(f"agentgym {' '.join(args)} exited with {proc.returncode}: "
+                                           f"{log.read().decode(errors='replace')[-2000:]}")
+                try:
+                    with urllib.request.urlopen(health_url, timeout=2):
+                        return
+                except urllib.error.HTTPError:
+                    if accept_http_error:
+                        return  # it answered
+                    raise _NotYet() from None
+                except OSError as e:
+                    raise _NotYet() from e
+    except _NotYet as e:
+        raise ServerStartError(f"agentgym {' '.join(args)} did not answer {health_url} "
+                               f"within {timeout_s:g} s") from e.__cause__
+
+
+class _NotYet(Exception):
+    """Internal: the server does not answer yet."""

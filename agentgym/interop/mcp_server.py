@@ -26,11 +26,12 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agentgym.errors import AgentError, ConfigError, InfraError, ToolTimeout
+from agentgym.envs.data_analysis import PYTHON_OUTPUT_CHARS, cell_reply
+from agentgym.errors import AgentError, ConfigError, InfraError
 from agentgym.executor import ToolExecutor, ToolResult
 from agentgym.interop.extras import require
 from agentgym.parsing import ParsedCall
-from agentgym.tools import Tool
+from agentgym.tools import Tool, ToolReply
 
 __all__ = ["SERVABLE_TOOLS", "ServeConfig", "SessionSandboxes", "build_mcp_server", "check_transport", "serve_mcp"]
 
@@ -89,8 +90,9 @@ class SessionSandboxes:
         self._lock = asyncio.Lock()
         self._reaper: asyncio.Task[None] | None = None
 
-    async def run(self, key: str, code: str) -> str:
-        """Run ``code`` in the session's sandbox; agentgym's tool exceptions on failure."""
+    async def run(self, key: str, code: str) -> ToolReply:
+        """Run ``code`` in the session's sandbox: the cell's reply with its status, or
+        ``InfraError`` when the sandbox itself fails."""
         from sandboxes.errors import SandboxClosedError, SandboxError
 
         lease = await self._lease(key)
@@ -101,7 +103,7 @@ class SessionSandboxes:
             except (SandboxError, SandboxClosedError) as e:
                 raise InfraError(f"sandbox failure: {e}") from e
             lease.last_used = time.monotonic()
-        return _cell_output(result)
+        return cell_reply(result)
 
     async def _lease(self, key: str) -> _Lease:
         from agentgym.resources import shared_resources
@@ -155,26 +157,8 @@ class SessionSandboxes:
             await self.release(key)
 
 
-def _cell_output(result: Any) -> str:
-    """What the agent sees of a cell, raising for outcomes its own code caused."""
-    from agentgym.envs.data_analysis import format_exec_result
-
-    note = (f"\n[Your interpreter was restarted: {result.state_lost_reason or 'its state was lost'}. "
-            "Variables and imports from earlier calls are gone.]" if result.state_lost else "")
-    if result.status == "ok":
-        return format_exec_result(result) + note
-    detail = "\n".join(part for part in (
-        f"{result.status}: {result.error or ''}".rstrip(": "),
-        f"[stdout]\n{result.stdout.rstrip()}" if result.stdout else "",
-        f"[stderr]\n{result.stderr.rstrip()}" if result.stderr else "",
-    ) if part) + note
-    if result.status == "timeout":
-        raise ToolTimeout(detail)
-    raise AgentError(detail)
-
-
 def _python_tool(sandboxes: SessionSandboxes) -> Tool:
-    async def python(code: str) -> str:
+    async def python(code: str) -> ToolReply:
         key = _session_key.get()
         if key is None:
             raise AgentError("the python tool keeps an interpreter per MCP session, and this request has none: "
@@ -187,7 +171,7 @@ def _python_tool(sandboxes: SessionSandboxes) -> Tool:
                 "expression.",
                 {"type": "object", "properties": {"code": {"type": "string", "description": "Python source"}},
                  "required": ["code"], "additionalProperties": False},
-                python, max_output_chars=8000, timeout_s=2 * sandboxes.config.python_timeout_s + 120.0,
+                python, max_output_chars=PYTHON_OUTPUT_CHARS, timeout_s=2 * sandboxes.config.python_timeout_s + 120.0,
                 max_retries=2)
 
 

@@ -35,8 +35,8 @@ from agentgym.errors import (
     InvalidOptionError,
     ResetNeededError,
 )
-from agentgym.executor import RetryPolicy
 from agentgym.interop.extras import require
+from agentgym.reliability import RetryPolicy, call_budget, retrying
 from agentgym.runtime import run_sync
 from agentgym.spaces import UnicodeText
 from agentgym.telemetry import Telemetry
@@ -66,7 +66,8 @@ class OpenEnvTextEnv(gym.Env[str, str]):
         observation_field: the observation's text field; ``None`` takes the first of
             ``text``, ``prompt``, ``message``, ``content``, ``observation`` present, else
             the observation as JSON.
-        max_retries: reconnections at reset after an infrastructure failure.
+        max_retries: reconnections at reset after an infrastructure failure (the
+            reset's attempts are ``max_retries + 1``; ``retry`` sets their backoff).
         connect_timeout_s, message_timeout_s: the client's deadlines.
     """
 
@@ -108,32 +109,27 @@ class OpenEnvTextEnv(gym.Env[str, str]):
     async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         """Start an episode (on the open session, or a new one after a failure);
         ``InfraError`` if the server cannot give one after ``max_retries`` reconnections."""
-        import asyncio
-        import random
-
         super().reset(seed=seed)
         kwargs = {k: v for k, v in (("seed", seed), ("options", options)) if v is not None}
-        last: Exception | None = None
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                await asyncio.sleep(random.uniform(0, min(self.retry.max_wait_s, self.retry.initial_s * 2 ** attempt)))
-            start = time.perf_counter()
+        policy = RetryPolicy(attempts=self.max_retries + 1, initial_s=self.retry.initial_s,
+                             max_wait_s=self.retry.max_wait_s, deadline_s=self.retry.deadline_s)
+        start = time.perf_counter()
+        with call_budget(policy, fresh=True) as budget:
             try:
-                if self._client is None or attempt:  # a live session serves episode after episode
-                    await self._reconnect()
-                result = await self._call(self._client.reset(**kwargs))
+                async for attempt in retrying(_ConnectionLost):
+                    with attempt:
+                        if self._client is None or budget.retries:  # a live session serves episode after episode
+                            await self._reconnect()
+                        result = await self._call(self._client.reset(**kwargs))
             except _ConnectionLost as e:
-                last = e
-                continue
+                self.telemetry.record_call(TELEMETRY_NAME, "infra_error", 0.0, budget.retries, False)
+                raise InfraError(f"could not start an episode on the OpenEnv server at {self.base_url} "
+                                 f"after {budget.retries + 1} attempts: {e}") from e
             except _ActionRejected as e:  # the server refused the reset's arguments: the caller's mistake
                 raise InvalidOptionError(f"the OpenEnv server at {self.base_url} refused the reset: {e}") from e
-            self.telemetry.record_call(TELEMETRY_NAME, "ok", (time.perf_counter() - start) * 1e3, attempt, False)
-            self._started, self._done = True, False
-            text, info = self._unpack(result)
-            return text, info
-        self.telemetry.record_call(TELEMETRY_NAME, "infra_error", 0.0, self.max_retries, False)
-        raise InfraError(f"could not start an episode on the OpenEnv server at {self.base_url} "
-                         f"after {self.max_retries + 1} attempts: {last}")
+        self.telemetry.record_call(TELEMETRY_NAME, "ok", (time.perf_counter() - start) * 1e3, budget.retries, False)
+        self._started, self._done = True, False
+        return self._unpack(result)
 
     async def astep(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Send ``action``; never raises for what the agent wrote or a lost server."""

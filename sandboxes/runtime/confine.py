@@ -30,22 +30,26 @@ import ctypes
 import os
 import platform
 import struct
+import sys
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 _NAMESPACE_FLAGS = 0x7E020000 | 0x00000080  # every CLONE_NEW* flag, CLONE_NEWTIME included
-PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 4, 38
 HOST_UID_ENV = "AGENTGYM_SANDBOX_HOST_UID"
 
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # run as a script under -I, too
+from libc import (  # noqa: E402
+    PR_CAP_AMBIENT,
+    PR_CAP_AMBIENT_CLEAR_ALL,
+    PR_CAPBSET_DROP,
+    PR_SET_DUMPABLE,
+    PR_SET_NO_NEW_PRIVS,
+    PR_SET_SECCOMP,
+)
+from libc import check as _check  # noqa: E402
+from libc import libc as _libc  # noqa: E402
 
 
 def _write(path: str, text: str) -> None:
@@ -121,7 +125,6 @@ class _CapData(ctypes.Structure):
 
 def drop_capabilities() -> None:
     """Drop every capability from every set, the bounding set first (it needs SETPCAP)."""
-    PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
     for cap in range(64):
         if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == 22:
             break  # EINVAL: past the last capability this kernel knows
@@ -188,7 +191,7 @@ def install_syscall_filter() -> None:
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
     prog = _Prog(n, ctypes.cast(buf, ctypes.c_void_p))
-    PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+    SECCOMP_MODE_FILTER = 2
     _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp")
 
 

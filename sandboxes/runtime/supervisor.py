@@ -29,7 +29,6 @@ never an error of the supervisor.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import hashlib
 import hmac
 import json
@@ -47,6 +46,7 @@ from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import libc  # noqa: E402
 import wire  # noqa: E402
 from headtail import HeadTail  # noqa: E402
 
@@ -103,9 +103,7 @@ def _oom_kills() -> int:
 def _become_subreaper() -> None:
     """Orphans of the worker (it is double-forked by the zygote) become our children."""
     try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+        libc.prctl(libc.PR_SET_CHILD_SUBREAPER, 1)
     except Exception:
         pass
 
@@ -133,22 +131,6 @@ def _has_live_thread(pid: int) -> bool:
         return False
     return any(_process_state(pid, tid) not in ("Z", "X") for tid in tids)
 
-
-_LIBC = None
-
-
-def _libc():
-    global _LIBC
-    if _LIBC is None:
-        _LIBC = ctypes.CDLL(None, use_errno=True)
-    return _LIBC
-
-
-def _prctl(option: int, value: int) -> None:
-    try:
-        _libc().prctl(option, value, 0, 0, 0)
-    except Exception:
-        pass
 
 
 class SandboxUser:
@@ -297,12 +279,11 @@ def _ipc_objects() -> list:
 
 
 def _remove_ipc_objects() -> None:
-    libc = _libc()
     for call, ident in _ipc_objects():
         if call == "semctl":
-            libc.semctl(ident, 0, IPC_RMID)
+            libc.libc.semctl(ident, 0, IPC_RMID)
         else:
-            getattr(libc, call)(ident, IPC_RMID, None)
+            getattr(libc.libc, call)(ident, IPC_RMID, None)
 
 
 class Zygote:
@@ -1065,7 +1046,7 @@ def main(argv: list | None = None) -> None:
         _reap_as_init()
     if args.sandbox_user:
         os.setgroups([])
-    _prctl(4, 0)  # PR_SET_DUMPABLE = 0: /proc/<pid>/mem, environ, fd stay root's alone
+    libc.try_prctl(libc.PR_SET_DUMPABLE, 0)  # /proc/<pid>/mem, environ, fd stay root's alone
     key = b""
     if args.key_stdin:  # containers: the first line on the host's stream, never in an environment
         key = _read_line(0, 256).strip()

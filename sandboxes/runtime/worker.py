@@ -65,14 +65,10 @@ def _apply_limits(limits: dict) -> None:
 
 def _harden() -> None:
     """Die with the supervisor; never gain privileges through exec (Linux only)."""
-    try:
-        import ctypes
+    import libc
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-        libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
-    except Exception:
-        pass
+    libc.try_prctl(libc.PR_SET_PDEATHSIG, signal.SIGKILL)
+    libc.try_prctl(libc.PR_SET_NO_NEW_PRIVS, 1)
 
 
 def _preload(modules: list) -> tuple:

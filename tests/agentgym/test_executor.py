@@ -4,7 +4,8 @@ import time
 import pytest
 
 from agentgym.errors import AgentError, InfraError
-from agentgym.executor import RetryPolicy, ToolExecutor
+from agentgym.executor import ToolExecutor
+from agentgym.reliability import RetryPolicy
 from agentgym.parsing import ParsedCall
 from agentgym.tools import Tool
 

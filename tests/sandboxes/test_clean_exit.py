@@ -15,8 +15,9 @@ from sandboxes import PoolConfig, SandboxClosedError, SandboxConfig, SandboxPool
 from sandboxes.fake import FakeBackend
 from sandboxes.process import SandboxIsolationWarning, isolation_support
 from sandboxes.reaper import OWNER_LABEL, reap_orphans
+from sandboxes.reliability import RetryPolicy
 
-FAST = dict(retry_wait_s=0.001, reap_on_start=False)
+FAST = dict(retry=RetryPolicy(initial_s=0.001, max_wait_s=0.002), reap_on_start=False)
 SMALL = SandboxConfig(mem_limit="512m", tmpfs_size="128m", pids_limit=64, output_limit_bytes=4096)
 
 

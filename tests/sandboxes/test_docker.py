@@ -23,10 +23,11 @@ from sandboxes.docker import DockerBackend
 from sandboxes.engine import connect
 from sandboxes.image import build_image, image_tag
 from sandboxes.reaper import OWNER_LABEL, owner_id, reap_orphans
+from sandboxes.reliability import RetryPolicy
 
 pytestmark = pytest.mark.docker
 
-FAST = dict(retry_wait_s=0.05)
+FAST = dict(retry=RetryPolicy(initial_s=0.05, max_wait_s=0.1))
 
 
 def _owned_by(client, pid: int) -> list:

@@ -19,8 +19,9 @@ from sandboxes import (
     count_owned_containers,
 )
 from sandboxes.fake import FakeBackend
+from sandboxes.reliability import RetryPolicy
 
-FAST = dict(retry_wait_s=0.001, reap_on_start=False)
+FAST = dict(retry=RetryPolicy(initial_s=0.001, max_wait_s=0.002), reap_on_start=False)
 
 
 async def _outcomes(backend: FaultyBackend, n: int) -> list[bool]:
@@ -62,13 +63,13 @@ def test_the_wrapper_keeps_the_backends_name_and_facts():
 
 async def test_the_pools_retries_face_injected_failures():
     backend = FaultyBackend(FakeBackend(), fail_on={0, 1})
-    async with SandboxPool(backend, PoolConfig(size=0, retry_attempts=3, **FAST)) as pool:
+    async with SandboxPool(backend, PoolConfig(size=0, **FAST)) as pool:
         lease = await pool.acquire()
         assert (await lease.run("1 + 1")).value == "2"
         await pool.release(lease)
     assert backend.injected == 2
     always = FaultyBackend(FakeBackend(), rate=1.0)
-    async with SandboxPool(always, PoolConfig(size=0, retry_attempts=2, **FAST)) as pool:
+    async with SandboxPool(always, PoolConfig(size=0, **FAST)) as pool:
         with pytest.raises(SandboxInfraError, match="injected"):
             await pool.acquire()
 

@@ -11,8 +11,9 @@ import pytest
 from sandboxes import PoolConfig, SandboxInfraError, SandboxPool
 from sandboxes.fake import FakeBackend
 from sandboxes.process import ProcessBackend, SandboxIsolationWarning
+from sandboxes.reliability import RetryPolicy
 
-FAST = dict(retry_wait_s=0.001, reap_on_start=False)
+FAST = dict(retry=RetryPolicy(initial_s=0.001, max_wait_s=0.002), reap_on_start=False)
 
 
 async def test_acquire_hands_out_fresh_state_and_release_resets():
@@ -77,17 +78,17 @@ async def test_code_that_kills_its_sandbox_twice_is_a_crash_not_an_infra_error()
 
 async def test_creation_failures_are_retried():
     backend = FakeBackend(fail_creations=2)
-    async with SandboxPool(backend, PoolConfig(size=1, retry_attempts=3, **FAST)) as pool:
+    async with SandboxPool(backend, PoolConfig(size=1, **FAST)) as pool:
         sb = await pool.acquire()
         assert (await sb.run("1 + 1")).value == "2"
         assert sb.inner is backend.created[0]  # made on the third attempt
-        assert pool.stats.creation_failures == 0
+        assert pool.stats.creation_failures == 2  # each failed start counted once, retried by the acquirer
         await pool.release(sb)
 
 
 async def test_persistent_creation_failure_raises_sandbox_infra_error():
     backend = FakeBackend(fail_creations=10**9)
-    async with SandboxPool(backend, PoolConfig(size=1, retry_attempts=2, **FAST)) as pool:
+    async with SandboxPool(backend, PoolConfig(size=1, **FAST)) as pool:
         with pytest.raises(SandboxInfraError, match="could not start a sandbox"):
             await pool.acquire()
 
@@ -150,3 +151,26 @@ async def test_killed_process_sandbox_is_replaced_and_replayed(process_backend):
             result = await running
             assert result.status == "ok" and result.value == "6" and not result.state_lost
             assert pool.stats.replaced == 1
+
+
+async def test_retries_do_not_multiply_down_the_stack():
+    """The engine dies under a leased sandbox: the tool call above the pool, the lease's
+    crash replacement and the pool's starts share one budget, so one call makes at most
+    ``attempts`` tries in all (it was executor 3 x run 2 x replace 3 x start 3)."""
+    from sandboxes.reliability import call_budget, retrying
+
+    backend = FakeBackend()
+    async with SandboxPool(backend, PoolConfig(size=0, max_parallel_creations=1, **FAST)) as pool:
+        lease = await pool.acquire()
+        await lease.run("x = 1")
+        backend.fail_creations = 10**9  # the engine is gone: every start fails from now on
+        starts_before = backend.attempts
+        lease.kill()
+        with call_budget(RetryPolicy(attempts=3, initial_s=0.001, max_wait_s=0.002)) as budget:
+            with pytest.raises(SandboxInfraError):
+                async for attempt in retrying(SandboxInfraError):
+                    with attempt:  # what the tool executor does around the python tool
+                        await lease.run("x")
+        assert backend.attempts - starts_before <= 3
+        assert budget.retries == 2
+        await pool.release(lease)

@@ -22,6 +22,7 @@ from sandboxes import DockerSandbox, PoolConfig, SandboxConfig, SandboxInfraErro
 from sandboxes.docker import DockerBackend
 from sandboxes.process import ProcessBackend
 from sandboxes.engine import default_engine_url
+from sandboxes.reliability import RetryPolicy
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module")]
 
@@ -75,7 +76,7 @@ async def pool(request):
         backend = DockerBackend(dataclasses.replace(CONFIG, runtime="runsc"), engine_urls=[default_engine_url()])
     else:
         backend = ProcessBackend(CONFIG)
-    async with SandboxPool(backend, PoolConfig(size=1, max_live=1, max_episodes=1000, retry_wait_s=0.05)) as p:
+    async with SandboxPool(backend, PoolConfig(size=1, max_live=1, max_episodes=1000, retry=RetryPolicy(initial_s=0.05, max_wait_s=0.1))) as p:
         p.kind = request.param
         yield p
 

@@ -105,3 +105,44 @@ def test_worst_case_adds_attempts_and_maximal_waits_capped_by_the_deadline():
 def test_bad_policies_are_refused(kwargs):
     with pytest.raises(ValueError, match="Expected"):
         RetryPolicy(**kwargs)
+
+
+def test_a_fresh_budget_has_its_own_attempts_but_never_outlives_the_enclosing_one():
+    with call_budget(RetryPolicy(attempts=2, deadline_s=1.0)) as outer:
+        with call_budget(RetryPolicy(attempts=5, deadline_s=60.0), fresh=True) as inner:
+            assert inner is not outer and inner.retries_left == 4
+            assert inner.remaining_s() <= 1.0
+        assert current_budget() is outer
+
+
+def test_the_docs_example_runs_as_written():
+    import pathlib
+    import re
+
+    page = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "reliability.md").read_text("utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
+    assert len(blocks) == 1, "the example in docs/reliability.md is gone"
+    exec(compile(blocks[0], "docs/reliability.md", "exec"), {})  # noqa: S102 - the docs' own text
+
+
+def test_polling_waits_for_readiness_within_its_deadline():
+    from sandboxes.reliability import polling
+
+    calls = []
+
+    def not_ready_twice():
+        calls.append(1)
+        if len(calls) < 3:
+            raise ConnectionRefusedError
+        return "up"
+
+    for attempt in polling(ConnectionRefusedError, deadline_s=5.0, interval_s=0.001):
+        with attempt:
+            assert not_ready_twice() == "up"
+    assert len(calls) == 3
+    start = time.monotonic()
+    with pytest.raises(ConnectionRefusedError):
+        for attempt in polling(ConnectionRefusedError, deadline_s=0.2, interval_s=0.01):
+            with attempt:
+                raise ConnectionRefusedError
+    assert time.monotonic() - start < 1.0

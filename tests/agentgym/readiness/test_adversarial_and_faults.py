@@ -137,11 +137,12 @@ def test_kill_sandbox_kills_a_process_sandbox_and_ignores_other_objects():
 def test_create_faults_go_through_a_faulty_backend_that_aclose_takes_away():
     from agentgym.runtime import run_sync
     from sandboxes import FaultyBackend, PoolConfig, SandboxInfraError, SandboxPool
+    from sandboxes.reliability import RetryPolicy
     from sandboxes.fake import FakeBackend
 
     env = ProbeEnv()
     backend = FakeBackend()
-    pool = SandboxPool(backend, PoolConfig(size=0, retry_attempts=2, retry_wait_s=0.001, reap_on_start=False))
+    pool = SandboxPool(backend, PoolConfig(size=0, retry=RetryPolicy(attempts=2, initial_s=0.001, max_wait_s=0.002), reap_on_start=False))
     from agentgym.resources import shared_resources
 
     async def register() -> None:
