@@ -95,7 +95,8 @@ def dataset_report_command(env_id: str, env_kwargs: dict[str, Any], json_out: bo
     dataset, family = _dataset_of(env_id, env_kwargs)
     hops = getattr(family, "hops", None)
     splits = {s: [q for q in qs if hops is None or q.num_hops == hops] for s, qs in dataset.splits.items()}
-    report = dataset_report(splits, dataset.audit, **_wording_of(dataset.builder))  # the audit: the whole dataset's gate
+    # the quality audit is the whole dataset's gate
+    report = dataset_report(splits, dataset.audit, **_wording_of(dataset.builder))
     audit_split = str(env_kwargs.get("split", "test"))
     report = {"env_id": env_id, "questions_version": dataset.version, "builder": dataset.builder, **report,
               "shortcut_split": audit_split, "shortcuts": _shortcuts(dataset, family, splits.get(audit_split, []))}
@@ -108,7 +109,8 @@ def dataset_report_command(env_id: str, env_kwargs: dict[str, Any], json_out: bo
     console.print(_table("templates per split", report["templates"], report["sizes"]))
     console.print(_table("hop counts per split", report["hops"], report["sizes"]))
     console.print("distinct answers per hop count: " + "; ".join(
-        f"{s} " + ", ".join(f"{h} hops {n}" for h, n in hops.items()) for s, hops in report["distinct_answers"].items()))
+        f"{s} " + ", ".join(f"{h} hops {n}" for h, n in hops.items())
+        for s, hops in report["distinct_answers"].items()))
     gaps = report["max_gap_pp"]
     console.print(f"largest gap between splits: template {gaps['template']} pp, hops {gaps['hops']} pp; "
                   f"answer overlap with train: {report['answer_overlap_with_train']}")

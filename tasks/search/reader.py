@@ -110,7 +110,7 @@ def _doc_facts(contents: str) -> DocFacts:
             doc.city_country[m["city"]] = m["c"].strip()
     else:
         life, placed = _LIFE.match(text), PLACED.match(text.split(". ", 1)[0])
-        if placed and not life and GEOGRAPHIC.search(placed["what"]):  # "River in Russia": the article's subject lies in that country
+        if placed and not life and GEOGRAPHIC.search(placed["what"]):  # "River in Russia": the subject lies there
             doc.city_country[re.sub(r"\s*\([^)]*\)$", "", title)] = placed["c"]
         if life:
             name = re.sub(r"\s*\([^)]*\)$", "", title)
@@ -182,8 +182,8 @@ class _Scene:
         q = self.question
         cities = self.facts.merged("city_country")
         asks_capital = asked_for(q) == "capital"
-        capitals = {v: c for c, v in self.facts.merged("capital").items()
-                    if "capital" in q.casefold() and not (asks_capital and not re.search(rf"capital is {re.escape(v)}", q))}
+        capitals = {v: c for c, v in self.facts.merged("capital").items() if "capital" in q.casefold()
+                    and not (asks_capital and not re.search(rf"capital is {re.escape(v)}", q))}
         currencies = {v[0]: c for c, v in self.facts.merged("currency").items()}
         persons = {p[0]: self._country_of_lead(p[1]) for p in self.facts.persons()}
         out: list[tuple[int, str]] = []

@@ -1,9 +1,11 @@
 """What a question dataset is made of, per split: the facts ``agentgym dataset-report`` prints.
 
 A report says, for every split, how many questions each template and each hop count
-has, how many distinct answers each hop count has, how far apart the splits' shares are (percentage points), how many questions of
-validation and test share an accepted answer with train (the answer overlap the splits
-were built to avoid, measured rather than assumed), and what the quality gate dropped.
+has, how many distinct answers each hop count has, how far apart the splits' shares are
+(percentage points), how many questions of validation and test share an accepted answer
+with train (the answer overlap the splits were built to avoid, measured rather than
+assumed), which templates are two-way choices (chance 50%) and their share, and what the
+quality gate dropped.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ import json
 import os
 from pathlib import Path
 
-from tasks.search.dataset import ProgressCallback, SearchDataset, _build, _dataset, _read_cache, _write_cache, cache_root
+from tasks.search.dataset import (ProgressCallback, SearchDataset, _build, _dataset, _read_cache, _write_cache,
+                                  cache_root)
 from tasks.search.quality import AUDIT_LABELS_VERSION
 from tasks.search.sources import source_versions
 from tasks.search.splits import Split
