@@ -31,7 +31,7 @@ import numpy as np
 from agentgym.env import ToolEnv
 from agentgym.errors import ConfigError
 
-__all__ = ["Policy", "get_policy", "no_code_policy", "no_tool_policy", "one_search_policy", "oracle_policy",
+__all__ = ["Policy", "get_policy", "play_oracle", "no_code_policy", "no_tool_policy", "one_search_policy", "oracle_policy",
            "random_text_policy", "regex_agent_policy"]
 
 Policy = Callable[[ToolEnv, str, dict[str, Any]], Union[str, Awaitable[str]]]
@@ -40,6 +40,18 @@ Policy = Callable[[ToolEnv, str, dict[str, Any]], Union[str, Awaitable[str]]]
 def oracle_policy(env: ToolEnv, observation: str, info: dict[str, Any]) -> str:
     """Solve the task through the tools from its hidden solution."""
     return env.get_wrapper_attr("oracle_action")()
+
+
+def play_oracle(env: Any, max_steps: int) -> tuple[str, float, bool, bool, dict[str, Any]] | None:
+    """Step ``env`` (already reset) with its oracle until the episode ends: the last
+    step's ``(obs, reward, terminated, truncated, info)``, or None if it had not ended
+    after ``max_steps`` steps."""
+    base = env.unwrapped
+    for _ in range(max_steps):
+        step = env.step(base.oracle_action())
+        if step[2] or step[3]:
+            return step
+    return None
 
 
 def random_text_policy(env: ToolEnv, observation: str, info: dict[str, Any]) -> str:

@@ -23,6 +23,7 @@ from gymnasium.utils.env_checker import check_env
 from agentgym.env import ToolEnv
 from agentgym.family import ANSWER_TOOL, EpisodeView, TaskFamily
 from agentgym.errors import AgentError, EpisodeFinishedError, InfraError
+from agentgym.policies import play_oracle
 from agentgym.tools import Tool
 
 __all__ = ["check_tool_env", "ProbeEnv", "ProbeFamily", "ProbeTask", "HOSTILE_ACTIONS", "load_docs_family"]
@@ -56,12 +57,10 @@ def check_tool_env(env: Any, *, oracle_steps: int = 50) -> None:
         assert isinstance(obs, str) and obs, f"hostile action {str(action)[:40]!r} gave an empty observation"
         assert env.observation_space.contains(obs)
     env.reset(seed=1)
-    for _ in range(oracle_steps):
-        obs, reward, terminated, truncated, info = env.step(base.oracle_action())
-        if terminated or truncated:
-            break
-    else:
+    last = play_oracle(env, oracle_steps)
+    if last is None:
         raise AssertionError(f"the oracle did not finish an episode in {oracle_steps} steps")
+    info = last[4]
     assert {"tool_calls", "truncations", "infra_failed", "answer", "fingerprint", "task_id"} <= set(info)
     assert info.get("success"), f"the oracle did not solve task {info['task_id']}: the env or its data is broken"
     try:

@@ -23,6 +23,7 @@ import jsonschema
 
 from agentgym.env import ANSWER_TOOL, ToolEnv
 from agentgym.errors import AgentgymError
+from agentgym.policies import play_oracle
 
 __all__ = ["OracleAnswer", "OracleFailedError", "score_answer", "answer_schema_problem", "oracle_answer",
            "base_env"]
@@ -89,12 +90,10 @@ def oracle_answer(env: Any, seed: int, *, max_steps: int = 50) -> OracleAnswer:
     obs, info = env.reset(seed=seed)
     question = next((m["content"] for m in info["messages"] if m["role"] == "user"), obs)
     task = base.task
-    for _ in range(max_steps):
-        obs, reward, terminated, truncated, info = env.step(base.oracle_action())
-        if terminated or truncated:
-            break
-    else:
+    last = play_oracle(env, max_steps)
+    if last is None:
         raise OracleFailedError(f"{base.env_id}: the oracle did not finish task {task.task_id} in {max_steps} steps")
+    obs, reward, _, _, info = last
     answer = info.get("answer")
     if not isinstance(answer, dict) or info.get("infra_failed"):
         raise OracleFailedError(f"{base.env_id}: the oracle gave no answer on task {task.task_id} "
