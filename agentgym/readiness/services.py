@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from agentgym.errors import AgentgymError
 from agentgym.lifeline import popen_tied
+from agentgym.reliability import polling
 
 __all__ = ["RetrieverProcess", "ServiceStartError"]
 
@@ -84,23 +85,22 @@ class RetrieverProcess:
         return self
 
     def _wait_healthy(self) -> None:
-        end = time.monotonic() + self.startup_timeout_s
-        while time.monotonic() < end:
-            proc = self._proc
-            if proc is None or self._closed:
-                raise ServiceStartError("the retriever service was closed while it started")
-            if proc.poll() is not None:
-                err = (proc.stderr.read() if proc.stderr else b"").decode(errors="replace")
-                raise ServiceStartError(f"serve-retriever exited with {proc.returncode}: {err[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=1) as r:
-                    json.loads(r.read())
-                    threading.Thread(target=self._drain, daemon=True).start()
-                    return
-            except OSError:
-                time.sleep(0.1)
-        self._stop()
-        raise ServiceStartError(f"serve-retriever did not answer /health within {self.startup_timeout_s:g}s")
+        try:
+            for attempt in polling(OSError, deadline_s=self.startup_timeout_s, interval_s=0.1):
+                with attempt:
+                    proc = self._proc
+                    if proc is None or self._closed:
+                        raise ServiceStartError("the retriever service was closed while it started")
+                    if proc.poll() is not None:
+                        err = (proc.stderr.read() if proc.stderr else b"").decode(errors="replace")
+                        raise ServiceStartError(f"serve-retriever exited with {proc.returncode}: {err[-2000:]}")
+                    with urllib.request.urlopen(f"{self.url}/health", timeout=1) as r:
+                        json.loads(r.read())
+        except OSError:
+            self._stop()
+            raise ServiceStartError(
+                f"serve-retriever did not answer /health within {self.startup_timeout_s:g}s") from None
+        threading.Thread(target=self._drain, daemon=True).start()
 
     def _drain(self) -> None:
         proc = self._proc
