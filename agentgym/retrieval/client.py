@@ -1,37 +1,56 @@
-"""An async client of a Search-R1-compatible retriever service, on httpx.
+"""An async client of a Search-R1-compatible retriever service.
 
-Every call waits for one of ``max_concurrency`` slots (so a fleet of envs cannot flood
-the service), has a deadline per attempt, and is retried through
-:mod:`agentgym.reliability` on transient failures only: transport errors (refused,
-reset, timed out), 5xx answers and 429 (the service is at its memory or connection
-limit; its ``Retry-After`` is waited for, up to the policy's longest backoff and the
-call's deadline). Called inside a tool call's budget, the client joins it: its retries
-are the call's retries, not more. When the service stays unreachable the call raises
-``RetrieverUnavailableError`` — an ``agentgym.errors.InfraError`` — so the executor
-flags the episode ``infra_failed`` instead of blaming the agent. Any other answer that
-is not 200 is not retried: ``RetrieverProtocolError`` with the status and the
-service's message.
+Every call has a deadline, is retried with exponential backoff on transport failures,
+429 (the service is at its memory limit) and 5xx answers, and waits for one of
+``max_concurrency`` slots, so a fleet of envs cannot flood the service. When the
+service stays unreachable the call raises ``RetrieverUnavailableError`` — an
+``agentgym.errors.InfraError`` — so the executor flags the episode ``infra_failed``
+instead of blaming the agent.
 
-Connections are kept alive per event loop (a connection cannot move between loops),
-each an httpx transport used by one request at a time (``connection.py`` says why not
-one shared httpx pool); a connection the service closes (idle timeout, restart) is
-closed on our side at once and never reused.
+Connections are kept alive and pooled per event loop (a pooled connection cannot move
+between loops).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 from urllib.parse import urlsplit
-
-import httpx
 
 from agentgym.errors import ConfigError, InfraError
 from agentgym.reliability import RetryPolicy, call_budget, remaining_s, retrying
 from agentgym.retrieval.base import RetrievedDocument
-from agentgym.retrieval.connection import Connections
+from agentgym.retrieval.http import HTTPMessage, MalformedHTTP, encode_request, read_message
 
 __all__ = ["RemoteRetriever", "RetrieverProtocolError", "RetrieverUnavailableError"]
+
+
+
+class _ClosedByEitherSide(asyncio.StreamReaderProtocol):
+    """A connection the service closes is closed on our side too, at once.
+
+    ``asyncio.open_connection``'s protocol keeps a socket half-open after the peer's end
+    of stream, for protocols that still write after it. HTTP/1.1 never does: a kept-alive
+    connection the service closed (idle timeout, restart, stop) is dead. Left half-open,
+    it sits in the pool as an open socket (CLOSE_WAIT) until the next call finds it, or,
+    in a client nobody uses again, until the process ends, where it is reported as
+    ``ResourceWarning: unclosed <StreamWriter ...>``.
+    """
+
+    def eof_received(self) -> bool:
+        super().eof_received()  # the reader sees the end of stream (buffered data stays readable)
+        return False  # and the transport closes itself
+
+
+async def _open_connection(host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """``asyncio.open_connection`` with :class:`_ClosedByEitherSide` (its docstring invites
+    exactly this copy: a reader, a protocol, a connection, a writer)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=1 << 22, loop=loop)
+    protocol = _ClosedByEitherSide(reader, loop=loop)
+    transport, _ = await loop.create_connection(lambda: protocol, host, port)
+    return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
 
 
 class RetrieverUnavailableError(InfraError):
@@ -50,13 +69,34 @@ class RetrieverProtocolError(InfraError):
 
 
 class _Transient(Exception):
-    """Internal: an answer worth retrying (5xx, 429)."""
+    """Internal: a failure worth retrying; ``retry_after_s`` from a 429's header."""
+
+    def __init__(self, message: str, retry_after_s: float = 0.0) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
-_TRANSIENT = (_Transient, httpx.TransportError, TimeoutError, OSError)
+_TRANSIENT = (_Transient, OSError, TimeoutError, asyncio.IncompleteReadError, MalformedHTTP)
+
+
+def _retry_after_s(value: str | None) -> float:
+    try:
+        return max(0.0, float(value or 0))
+    except ValueError:  # an HTTP date: not sent by this service; back off as usual
+        return 0.0
+
+
+def _error_text(body: bytes) -> str:
+    """The service's ``{"error": ...}`` message, or the start of whatever it sent."""
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        payload = None
+    return str(payload["error"]) if isinstance(payload, dict) and "error" in payload else repr(body[:200])
 
 
 def _document(item: Any) -> RetrievedDocument:
+    """One result item, with or without scores (both Search-R1 shapes)."""
     if isinstance(item, dict) and "document" in item:
         doc, score = item["document"], item.get("score")
     else:
@@ -66,28 +106,14 @@ def _document(item: Any) -> RetrievedDocument:
     return RetrievedDocument(str(doc.get("id", "")), str(doc["contents"]), None if score is None else float(score))
 
 
-def _close_on(loop: asyncio.AbstractEventLoop, connections: Connections) -> None:
-    """Close connections that belong to another loop, on that loop (they are not
+def _close_on(loop: asyncio.AbstractEventLoop, idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]) -> None:
+    """Close connections that belong to another loop, on that loop (transports are not
     thread-safe). Once their loop is closed nothing can close them any more: call
     :meth:`RemoteRetriever.aclose` before closing a loop the client used."""
-    if not loop.is_closed():
-        asyncio.run_coroutine_threadsafe(connections.aclose(), loop)
-
-
-def _retry_after_s(response: httpx.Response) -> float:
-    try:
-        return max(0.0, float(response.headers.get("retry-after", "0")))
-    except ValueError:  # an HTTP date: not sent by this service; back off as usual
-        return 0.0
-
-
-def _error_text(response: httpx.Response) -> str:
-    """The service's ``{"error": ...}`` message, or the start of whatever it sent."""
-    try:
-        payload = response.json()
-    except ValueError:
-        payload = None
-    return str(payload["error"]) if isinstance(payload, dict) and "error" in payload else repr(response.content[:200])
+    if loop.is_closed():
+        return
+    for _, writer in idle:
+        loop.call_soon_threadsafe(writer.close)
 
 
 class RemoteRetriever:
@@ -95,16 +121,17 @@ class RemoteRetriever:
 
     Args:
         url: base URL, e.g. ``http://127.0.0.1:8000``.
-        timeout_s: deadline of one attempt (connect + request + response), capped by
-            the deadline of the operation the call runs under.
-        max_retries: retries after the first attempt, for transport errors, 429 and 5xx
-            (when the call runs under a caller's budget, that budget counts instead).
+        timeout_s: deadline of one attempt (connect + request + response).
+        max_retries: retries after the first attempt, for transport errors, 5xx and 429
+            (inside a caller's budget, such as a tool call's, the caller's count holds).
         max_concurrency: requests in flight at once per event loop.
-        backoff_s: first backoff; doubles per retry, with full jitter.
+        backoff_s: first backoff; doubles per retry, with full jitter, at most
+            ``max_wait_s`` (a 429's ``Retry-After`` is waited instead, within the same cap
+            and the call's deadline). See :mod:`agentgym.reliability`.
     """
 
     def __init__(self, url: str, *, timeout_s: float = 5.0, max_retries: int = 2,
-                 max_concurrency: int = 32, backoff_s: float = 0.05) -> None:
+                 max_concurrency: int = 32, backoff_s: float = 0.05, max_wait_s: float = 2.0) -> None:
         parts = urlsplit(url)
         if parts.scheme != "http" or not parts.hostname:
             raise ConfigError(f"Expected a retriever URL like 'http://127.0.0.1:8000', actual value: {url!r}")
@@ -112,12 +139,14 @@ class RemoteRetriever:
             raise ConfigError("Expected timeout_s > 0, max_retries >= 0 and max_concurrency >= 1, actual values: "
                               f"{timeout_s}, {max_retries}, {max_concurrency}")
         self.url = url.rstrip("/")
+        self._host, self._port = parts.hostname, parts.port or 80
+        self._base_path = parts.path.rstrip("/")
         self.timeout_s, self.max_retries, self.backoff_s = timeout_s, max_retries, backoff_s
+        self.policy = RetryPolicy(attempts=max_retries + 1, initial_s=backoff_s, max_wait_s=max_wait_s)
         self.max_concurrency = max_concurrency
-        self.policy = RetryPolicy(attempts=max_retries + 1, initial_s=backoff_s)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._connections: Connections | None = None
-        self._urls: dict[str, httpx.URL] = {}
+        self._idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        self._slots: asyncio.Semaphore | None = None
 
     # ----------------------------------------------------------------- API
     async def search(self, queries: list[str], topk: int) -> list[list[RetrievedDocument]]:
@@ -133,7 +162,7 @@ class RemoteRetriever:
         try:
             answer = await self._call("POST", "/documents", {"ids": ids})
         except RetrieverProtocolError as e:
-            if e.status in (404, 405):  # a plain Search-R1 server: only /retrieve exists
+            if e.status == 404:  # a plain Search-R1 server: only /retrieve exists
                 return None
             raise
         docs = answer.get("documents") if isinstance(answer, dict) else None
@@ -152,71 +181,106 @@ class RemoteRetriever:
         collection is a ``ResourceWarning: unclosed transport``. The client stays usable
         (the next call opens a new connection). Idempotent.
         """
-        connections, loop = self._connections, self._loop
-        self._connections = self._loop = None
-        if connections is None or loop is None:
+        idle, self._idle = self._idle, []
+        if self._loop is not None and self._loop is not asyncio.get_running_loop():
+            _close_on(self._loop, idle)
             return
-        if loop is not asyncio.get_running_loop():
-            _close_on(loop, connections)
-            return
-        await connections.aclose()
+        for _, writer in idle:
+            writer.close()
+        for _, writer in idle:
+            try:
+                await writer.wait_closed()
+            except (ConnectionError, OSError):  # the peer reset it first: closed all the same
+                pass
 
     # ------------------------------------------------------------ internals
-    def _bind_loop(self) -> Connections:
+    def _bind_loop(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
-        if self._loop is not loop or self._connections is None:
-            if self._loop is not None and self._connections is not None:  # they cannot move between loops
-                _close_on(self._loop, self._connections)
-            self._loop, self._connections = loop, Connections(self.max_concurrency)
-        return self._connections
+        if self._loop is not loop:
+            if self._loop is not None:  # connections cannot move between loops: close them on theirs
+                _close_on(self._loop, self._idle)
+            self._loop, self._idle = loop, []
+            self._slots = asyncio.Semaphore(self.max_concurrency)
+        assert self._slots is not None
+        return self._slots
 
     async def _call(self, method: str, path: str, payload: Any) -> Any:
-        connections = self._bind_loop()
+        slots = self._bind_loop()
         attempts = 0
-        with call_budget(self.policy) as budget:
+        async with slots:
+            with call_budget(self.policy) as budget:
+                try:
+                    async for attempt in retrying(_TRANSIENT):
+                        with attempt:
+                            attempts += 1
+                            try:
+                                return await asyncio.wait_for(self._exchange(method, path, payload),
+                                                              remaining_s(self.timeout_s))
+                            except _Transient as e:
+                                if e.retry_after_s and not budget.spent:  # the service said when
+                                    await asyncio.sleep(min(e.retry_after_s, self.policy.max_wait_s,
+                                                            budget.remaining_s()))
+                                raise
+                except _TRANSIENT as e:
+                    raise RetrieverUnavailableError(
+                        f"retriever service at {self.url} failed {attempts} attempt(s): "
+                        f"{type(e).__name__}: {e or 'timed out'}. Is `agentgym serve-retriever` running?"
+                    ) from e
+        raise AssertionError("unreachable: retrying re-raises when it gives up")
+
+    async def _connection(self, pooled: bool) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, bool]:
+        """A connection and whether it was reused from the pool (``pooled``: may be)."""
+        while pooled and self._idle:
+            reader, writer = self._idle.pop()
+            if not writer.is_closing() and not reader.at_eof():
+                return reader, writer, True
+            writer.close()
+        reader, writer = await _open_connection(self._host, self._port)
+        return reader, writer, False
+
+    async def _round_trip(self, method: str, path: str, payload: Any) -> HTTPMessage:
+        """One request and its response; the connection goes back to the pool if kept alive.
+
+        The service closes connections idle past its read timeout; a pooled connection it
+        closed just before we used it is retried once on a new one, without counting as
+        a failed attempt.
+        """
+        request = encode_request(method, self._base_path + path, f"{self._host}:{self._port}", payload)
+        for pooled in (True, False):
+            reader, writer, reused = await self._connection(pooled)
             try:
-                async for attempt in retrying(_TRANSIENT):
-                    with attempt:
-                        attempts += 1
-                        async with connections.connection() as transport:  # waiting for one is not the attempt
-                            response = await self._attempt(transport, method, path, payload)
-                        if response.status_code == 429 and not budget.spent:
-                            await asyncio.sleep(min(_retry_after_s(response), self.policy.max_wait_s,
-                                                    budget.remaining_s()))
-                        return self._answer(response, path)
-            except _TRANSIENT as e:
-                raise RetrieverUnavailableError(
-                    f"retriever service at {self.url} failed {attempts} attempt(s): "
-                    f"{type(e).__name__}: {e or 'timed out'}. Is `agentgym serve-retriever` running?"
-                ) from e
-        raise AssertionError("unreachable: retrying() returns or raises")
+                writer.write(request)
+                await writer.drain()
+                response = await read_message(reader)
+            except ConnectionError:
+                writer.close()
+                if reused:
+                    continue
+                raise
+            except BaseException:
+                writer.close()
+                raise
+            if response is None:
+                writer.close()
+                if reused:
+                    continue
+                raise _Transient("the service closed the connection without answering")
+            if response.keep_alive:
+                self._idle.append((reader, writer))
+            else:
+                writer.close()
+            return response
+        raise AssertionError("unreachable: the second try uses a new connection")
 
-    async def _attempt(self, transport: httpx.AsyncBaseTransport, method: str, path: str,
-                       payload: Any) -> httpx.Response:
-        """One request and its whole response, within the attempt's deadline."""
-        async with asyncio.timeout(remaining_s(self.timeout_s)):
-            request = httpx.Request(method, self._url(path), json=payload)
-            response = await transport.handle_async_request(request)
-            try:
-                await response.aread()
-            finally:
-                await response.aclose()
-        return response
-
-    def _url(self, path: str) -> httpx.URL:
-        """The route's URL, parsed once (parsing is a good part of httpx's cost per call)."""
-        url = self._urls.get(path)
-        if url is None:
-            url = self._urls[path] = httpx.URL(self.url + path)
-        return url
-
-    def _answer(self, response: httpx.Response, path: str) -> Any:
-        status = response.status_code
-        if status >= 500 or status == 429:  # 429: the service is at its limit for now
-            raise _Transient(f"HTTP {status}: {_error_text(response)}")
-        if status != 200:
-            raise RetrieverProtocolError(f"HTTP {status} from {self.url}{path}: {_error_text(response)}", status)
+    async def _exchange(self, method: str, path: str, payload: Any) -> Any:
+        response = await self._round_trip(method, path, payload)
         try:
-            return response.json()
-        except ValueError as e:
-            raise RetrieverProtocolError(f"the answer from {self.url}{path} is not JSON: {e}") from e
+            status = int(response.start_line.split(" ", 2)[1])
+        except (IndexError, ValueError) as e:
+            raise MalformedHTTP(f"bad status line {response.start_line[:80]!r}") from e
+        if status >= 500 or status == 429:  # 429: the service is at its memory limit for now
+            raise _Transient(f"HTTP {status}: {_error_text(response.body)}",
+                             _retry_after_s(response.headers.get("retry-after")) if status == 429 else 0.0)
+        if status != 200:
+            raise RetrieverProtocolError(f"HTTP {status} from {self.url}{path}: {_error_text(response.body)}", status)
+        return response.json()

@@ -1,140 +1,153 @@
-"""The retriever service's HTTP/1.1 connections: uvicorn's h11 protocol plus two limits.
+"""The few HTTP/1.1 pieces the retriever service and client need, on asyncio streams.
 
-uvicorn parses HTTP and applies flow control (it stops reading a body it holds 64 KiB
-of until the app asks for more, and waits for the client to read before writing past
-the transport's high-water mark), caps the headers at ``h11_max_incomplete_event_size``
-(400 beyond) and discards the unread body of a kept-alive request. Two of the service's
-limits need the connection itself, which an ASGI app never sees:
+Why not a web framework: the service has three JSON endpoints, and the stdlib keeps the
+install light and the hot path short. Bodies are always sized by ``Content-Length``
+(no chunked encoding); connections are kept alive unless a side says ``close``.
 
-* **The connection limit answers 429, not uvicorn's 503.** ``limit_concurrency`` says
-  "Service Unavailable", which a client takes for a failure; the service is only full
-  for now, and a Search-R1 client retries a 429 after ``Retry-After``.
-* **A request's headers must arrive within ``read_timeout_s``** of the connection's
-  start or of the previous response, idle keep-alive included. uvicorn's keep-alive
-  timeout stops at the first byte, so a client that sends one header line a minute
-  (slowloris) would hold its connection forever.
-
-The app running behind :class:`LimitedH11Protocol` raises :class:`ConnectionTimeout`
-when a body or a response takes too long; the protocol then drops the connection
-(``abort``: what the client did not read is freed at once, not flushed first).
+Heads and bodies are read separately so that a server can look at ``Content-Length``
+(and refuse an over-large body) before a single body byte is buffered.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import math
-from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
-import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
-from uvicorn.server import ServerState
-
-__all__ = ["ConnectionTimeout", "LimitedH11Protocol", "LimitedService", "uvicorn_config"]
+__all__ = [
+    "HTTPHead",
+    "HTTPMessage",
+    "MalformedHTTP",
+    "encode_head",
+    "encode_request",
+    "encode_response",
+    "parse_json",
+    "read_body",
+    "read_head",
+    "read_message",
+]
 
 MAX_HEADER_BYTES = 16 * 1024
-REFUSED_LINGER_S = 1.0
-"""A connection refused for the connection limit is read (and dropped) this long at most,
-so a client that sends its request before reading sees the 429 instead of a reset."""
-
-ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
-
-
-class ConnectionTimeout(Exception):
-    """Raised by the app: the client was too slow to send its body or read the reply."""
+MAX_RESPONSE_BYTES = 1 << 30
+"""What a client accepts: the service caps its responses far below this."""
+_REASONS = {100: "Continue", 200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+            413: "Content Too Large", 429: "Too Many Requests", 500: "Internal Server Error",
+            503: "Service Unavailable"}
 
 
-class LimitedService(Protocol):
-    """What a connection needs of the service: ``limits.max_connections`` and
-    ``limits.read_timeout_s``, and the ``stats.busy`` and ``stats.timeouts`` counters."""
-
-    limits: Any
-    stats: Any
+class MalformedHTTP(ValueError):
+    """The peer sent something that is not the HTTP/1.1 (or JSON) this module speaks."""
 
 
-def _refusal(max_connections: int) -> bytes:
-    body = json.dumps({"error": f"the service has {max_connections} connections open; retry later"}).encode()
-    return (b"HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
-            b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+@dataclass(frozen=True, slots=True)
+class HTTPHead:
+    """A start line and headers (names lower-cased); ``content_length`` is validated."""
+
+    start_line: str
+    headers: dict[str, str]
+    content_length: int
+
+    @property
+    def keep_alive(self) -> bool:
+        return self.headers.get("connection", "").lower() != "close"
+
+    @property
+    def expects_continue(self) -> bool:
+        """The client waits for ``100 Continue`` before it sends the body (curl does)."""
+        return self.headers.get("expect", "").lower() == "100-continue"
 
 
-def uvicorn_config(app: ASGIApp, read_timeout_s: float) -> uvicorn.Config:
-    """uvicorn's settings for the service: h11, no lifespan, no logging set up (a library
-    configures no logging), no ``Server``/``Date`` headers. Its own keep-alive timeout
-    is a backstop behind :class:`LimitedH11Protocol`'s header deadline, which counts
-    the timeout and fires first."""
-    return uvicorn.Config(app, http="h11", interface="asgi3", lifespan="off", log_config=None, access_log=False,
-                          proxy_headers=False, server_header=False, date_header=False,
-                          timeout_keep_alive=math.ceil(read_timeout_s) + 1,
-                          h11_max_incomplete_event_size=MAX_HEADER_BYTES)
+@dataclass(frozen=True, slots=True)
+class HTTPMessage:
+    start_line: str
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def keep_alive(self) -> bool:
+        return self.headers.get("connection", "").lower() != "close"
+
+    def json(self) -> Any:
+        return parse_json(self.body)
 
 
-class LimitedH11Protocol(H11Protocol):
-    """One connection: uvicorn's ``H11Protocol`` with the connection limit (429) and the
-    header deadline; turns the app's :class:`ConnectionTimeout` into a dropped connection."""
+def parse_json(body: bytes) -> Any:
+    """The body as JSON (empty is ``null``); anything unparsable is ``MalformedHTTP``.
 
-    def __init__(self, service: LimitedService, config: uvicorn.Config, server_state: ServerState,
-                 app_state: dict[str, Any], _loop: asyncio.AbstractEventLoop | None = None) -> None:
-        super().__init__(config, server_state, app_state, _loop)
-        self._service = service
-        self._service_app: ASGIApp = self.app
-        self.app = self._serve  # uvicorn calls this once a request's headers are in
-        self._refused = False
-        self._awaiting_headers = False
-        self._deadline: asyncio.TimerHandle | None = None
+    ``ValueError`` covers bad syntax, bad UTF-8 and integers past Python's digit limit;
+    ``RecursionError`` is what too-deep nesting raises.
+    """
+    try:
+        return json.loads(body or b"null")
+    except RecursionError as e:
+        raise MalformedHTTP("body is not JSON this service accepts: nested too deeply") from e
+    except ValueError as e:
+        raise MalformedHTTP(f"body is not JSON: {e}") from e
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        if len(self.connections) >= self._service.limits.max_connections:
-            self._refuse(transport)
-            return
-        super().connection_made(transport)
-        self._expect_headers()
 
-    def data_received(self, data: bytes) -> None:
-        if not self._refused:  # a refused connection's request is dropped unread
-            super().data_received(data)
+def _content_length(headers: dict[str, str]) -> int:
+    raw = headers.get("content-length", "0")
+    if not (raw.isascii() and raw.isdigit()):  # rejects signs, spaces and lists ("5, 5") alike
+        raise MalformedHTTP(f"bad Content-Length {raw[:40]!r}; send the body's size in bytes")
+    return int(raw)
 
-    def eof_received(self) -> bool | None:
-        return None if self._refused else super().eof_received()  # None: the transport closes
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-        if not self._refused:
-            super().connection_lost(exc)
+async def read_head(reader: asyncio.StreamReader) -> HTTPHead | None:
+    """Read a start line and headers; ``None`` when the peer closed between messages."""
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError as e:
+        if not e.partial:
+            return None
+        raise MalformedHTTP("connection closed in the middle of the headers") from e
+    except asyncio.LimitOverrunError as e:
+        raise MalformedHTTP("headers too long") from e
+    if len(head) > MAX_HEADER_BYTES:
+        raise MalformedHTTP("headers too long")
+    lines = head.decode("latin-1").split("\r\n")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        if line:
+            name, sep, value = line.partition(":")
+            if not sep:
+                raise MalformedHTTP(f"bad header line {line[:80]!r}")
+            headers[name.strip().lower()] = value.strip()
+    return HTTPHead(lines[0], headers, _content_length(headers))
 
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if not self.transport.is_closing():
-            self._expect_headers()
 
-    def _refuse(self, transport: asyncio.Transport) -> None:
-        self._refused = True
-        self.transport = transport
-        self._service.stats.busy += 1
-        transport.write(_refusal(self._service.limits.max_connections))
-        self._deadline = self.loop.call_later(REFUSED_LINGER_S, transport.close)
+async def read_body(reader: asyncio.StreamReader, head: HTTPHead) -> bytes:
+    return await reader.readexactly(head.content_length) if head.content_length else b""
 
-    def _expect_headers(self) -> None:
-        self._awaiting_headers = True
-        if self._deadline is not None:
-            self._deadline.cancel()
-        self._deadline = self.loop.call_later(self._service.limits.read_timeout_s, self._headers_late)
 
-    def _headers_late(self) -> None:
-        if self._awaiting_headers and not self.transport.is_closing():
-            self._drop()
+async def read_message(reader: asyncio.StreamReader, max_body_bytes: int = MAX_RESPONSE_BYTES) -> HTTPMessage | None:
+    """Read one whole message (the client's side); ``None`` when the peer closed first."""
+    head = await read_head(reader)
+    if head is None:
+        return None
+    if head.content_length > max_body_bytes:
+        raise MalformedHTTP(f"Content-Length {head.content_length} is over {max_body_bytes}")
+    return HTTPMessage(head.start_line, head.headers, await read_body(reader, head))
 
-    def _drop(self) -> None:
-        self._service.stats.timeouts += 1
-        if self.cycle is not None:
-            self.cycle.disconnected = True  # nothing more goes out: uvicorn must not answer
-        self.transport.abort()
 
-    async def _serve(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        self._awaiting_headers = False
-        try:
-            await self._service_app(scope, receive, send)
-        except ConnectionTimeout:
-            self._drop()
+def encode_head(status: int, content_length: int, keep_alive: bool = True, extra: str = "") -> bytes:
+    """A response head for a JSON body of ``content_length`` bytes (``extra``: more header lines)."""
+    connection = "keep-alive" if keep_alive else "close"
+    return (f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}\r\n{extra}Content-Type: application/json\r\n"
+            f"Content-Length: {content_length}\r\nConnection: {connection}\r\n\r\n").encode("latin-1")
+
+
+def _encode(start_line: str, payload: Any, keep_alive: bool, extra: str = "") -> bytes:
+    body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    connection = "keep-alive" if keep_alive else "close"
+    head = (f"{start_line}\r\n{extra}Content-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: {connection}\r\n\r\n")
+    return head.encode("latin-1") + body
+
+
+def encode_request(method: str, path: str, host: str, payload: Any | None) -> bytes:
+    return _encode(f"{method} {path} HTTP/1.1", payload, True, f"Host: {host}\r\n")
+
+
+def encode_response(status: int, payload: Any, keep_alive: bool = True) -> bytes:
+    return _encode(f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}", payload, keep_alive)

@@ -10,15 +10,13 @@ The service's memory is bounded by construction, not by hoping clients behave:
   its encoded response until the client has read it) is reserved from one
   ``ByteBudget`` of ``max_bytes_in_flight``; a request that does not fit now is answered
   429 (the client backs off and retries), so slow readers cost a bounded amount.
-* **Per connection**: ``max_connections`` open at once (429 beyond); a request's headers
-  must arrive within ``read_timeout_s`` (idle keep-alive included), then its body
-  within ``read_timeout_s`` again, and the whole response must be read within
+* **Per connection**: ``max_connections`` open at once (429 beyond); the whole request
+  must arrive within ``read_timeout_s`` and the whole response must be read within
   ``write_timeout_s``, so slowloris clients and clients that never read are dropped.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
@@ -36,7 +34,6 @@ __all__ = [
     "ServiceError",
     "ServiceLimits",
     "parse_documents",
-    "parse_json",
     "parse_retrieve",
 ]
 
@@ -70,9 +67,17 @@ class ServiceLimits:
 
 
 class ServiceError(Exception):
-    """A request the service answers with ``status`` and this message (say what to send)."""
+    """A request the service answers with ``status`` and this message (say what to send).
+
+    ``unread_body`` counts the body bytes not read when the error was raised: the
+    service discards them (for a bounded time) and closes the connection.
+    """
 
     status: ClassVar[int] = 400
+
+    def __init__(self, message: str, *, unread_body: int = 0) -> None:
+        super().__init__(message)
+        self.unread_body = unread_body
 
 
 class BadRequest(ServiceError, ValueError):
@@ -150,20 +155,6 @@ class RetrieveRequest:
 @dataclass(frozen=True)
 class DocumentsRequest:
     ids: list[str]
-
-
-def parse_json(body: bytes) -> Any:
-    """The body as JSON (empty is ``null``); anything unparsable is ``BadRequest``.
-
-    ``ValueError`` covers bad syntax, bad UTF-8 and integers past Python's digit limit;
-    ``RecursionError`` is what too-deep nesting raises.
-    """
-    try:
-        return json.loads(body or b"null")
-    except RecursionError as e:
-        raise BadRequest("body is not JSON this service accepts: nested too deeply") from e
-    except ValueError as e:
-        raise BadRequest(f"body is not JSON: {e}") from e
 
 
 def _string_list(value: Any, name: str) -> list[str]:

@@ -12,38 +12,35 @@ queued at that moment (up to ``max_batch`` queries) and searches it in one worke
 hop, so many concurrent clients cost one thread switch per batch, not per query, and
 the event loop keeps accepting connections while the index works.
 
-The routes are a Starlette app served by uvicorn's HTTP/1.1 protocol (``http.py`` adds
-the connection limit and the header deadline uvicorn lacks). In front of the routes,
-:meth:`RetrieverService._admit` applies the body limits (``limits.py`` has the rules):
-413 for a request over the per-request caps, refused from its ``Content-Length``
-before a body byte is read; 429 when the bytes in flight or the open connections are at
-their limit; 400 for any malformed body; a body must arrive within ``read_timeout_s``
-and a response be read within ``write_timeout_s``. Above its idle size, the process
-holds at most ``max_bytes_in_flight`` for requests and responses, plus the connections'
-buffers (uvicorn reads at most 64 KiB of a body ahead of the app) and the one response
-being encoded. Responses are encoded one query at a time and written piece by piece
-(uvicorn waits for the client to read before writing past the transport's high-water
-mark), and a request's bytes are released only once its last piece is written, so the
-bytes counted are the bytes held.
+Bounded memory (``limits.py`` has the rules): 413 for a request over the per-request
+caps, 429 when the bytes in flight or the open connections are at their limit, 400 for
+any malformed body; a request must arrive within ``read_timeout_s`` and its response be
+read within ``write_timeout_s``. Above its idle size, the process holds at most
+``max_bytes_in_flight`` for requests and responses, plus the connections' read buffers
+(``max_connections`` x about 0.3 MiB at worst) and the one response being encoded.
+Responses are encoded one query at a time and written piece by piece, so the bytes
+counted are the bytes held.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
-from uvicorn.server import ServerState
-
-from agentgym.retrieval.http import ConnectionTimeout, LimitedH11Protocol, uvicorn_config
+from agentgym.retrieval.http import (
+    MAX_HEADER_BYTES,
+    HTTPHead,
+    MalformedHTTP,
+    encode_head,
+    parse_json,
+    read_body,
+    read_head,
+)
 from agentgym.retrieval.index import BM25Index, SearchHit
 from agentgym.retrieval.limits import (
     HIT_BYTES,
@@ -56,13 +53,16 @@ from agentgym.retrieval.limits import (
     ServiceError,
     ServiceLimits,
     parse_documents,
-    parse_json,
     parse_retrieve,
 )
 
 __all__ = ["RetrieverService", "RunningService", "ServiceLimits", "ServiceStats", "start_service_in_thread"]
 
-_ONE_WRITE_BYTES = 1 << 16  # uvicorn's write high-water mark: a reply this small is written at once
+log = logging.getLogger(__name__)
+
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_DISCARD_CHUNK = 1 << 16
+_REFUSED_LINGER_S = 1.0  # a connection refused for the connection limit is drained this long at most
 _SCORE_BYTES = 48  # '{"document": ..., "score": 12.345678}, ' around each document
 
 
@@ -80,29 +80,6 @@ class ServiceStats:
     """Connections dropped because a request or a response took too long."""
 
 
-class _Admitted:
-    """A request's body and its reservation, as the admission hands them to a route.
-
-    The body is taken once: the route parses it and drops it before the reply is
-    written, so that a client that reads late holds its reply's bytes, not its
-    request's too (the reservation keeps counting both until the reply is out).
-    """
-
-    def __init__(self, body: bytes, reservation: Reservation) -> None:
-        self._body: bytes | None = body
-        self.reservation = reservation
-
-    def take_body(self) -> bytes:
-        body, self._body = self._body, None
-        if body is None:
-            raise RuntimeError("the request body was taken already")
-        return body
-
-
-class _ClientGone(Exception):
-    """The client disconnected before its body was in: nothing to answer."""
-
-
 @dataclass
 class _Pending:
     queries: list[str]
@@ -110,51 +87,23 @@ class _Pending:
     future: asyncio.Future = field(repr=False)
 
 
-class _Reply(Response):
-    """A JSON reply written as pieces, each after the client has read the one before
-    (uvicorn drains before writing past the high-water mark); the last, empty message
-    waits too, so a reply is done only once it is nearly all out of the process.
+@dataclass
+class _Reply:
+    """A response: a JSON body in pieces that are written one at a time."""
 
-    Raises :class:`ConnectionTimeout` when the client takes over ``write_timeout_s``.
-    ``close``: the connection ends after it (the request's body was not read).
-    """
-
-    def __init__(self, status: int, pieces: list[bytes], write_timeout_s: float, *, close: bool = False) -> None:
-        self.status_code, self.pieces, self.write_timeout_s = status, pieces, write_timeout_s
-        self.size = sum(len(p) for p in pieces)
-        self.background = None
-        self.raw_headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % self.size)]
-        if status == 429:
-            self.raw_headers.append((b"retry-after", b"1"))
-        if close:
-            self.raw_headers.append((b"connection", b"close"))
+    status: int
+    pieces: list[bytes]
+    keep_alive: bool = True
+    unread_body: int = 0
+    """Bytes of the request body left unread: discarded (bounded by time) before closing."""
 
     @classmethod
-    def json(cls, status: int, payload: Any, write_timeout_s: float, *, close: bool = False) -> _Reply:
-        return cls(status, [json.dumps(payload, ensure_ascii=False).encode("utf-8")], write_timeout_s, close=close)
+    def json(cls, status: int, payload: Any, keep_alive: bool = True, unread_body: int = 0) -> _Reply:
+        return cls(status, [json.dumps(payload, ensure_ascii=False).encode("utf-8")], keep_alive, unread_body)
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if self.size <= _ONE_WRITE_BYTES:  # one body message: fewer writes, and it fits the transport's buffer
-            self.pieces = [b"".join(self.pieces)] if len(self.pieces) > 1 else self.pieces
-        await self.send_start(send)
-        await self.send_end(send)
-
-    async def send_start(self, send: Any) -> None:
-        """The head and every piece, the response kept open."""
-        try:
-            async with asyncio.timeout(self.write_timeout_s):
-                await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
-                for piece in self.pieces:
-                    await send({"type": "http.response.body", "body": piece, "more_body": True})
-        except TimeoutError:
-            raise ConnectionTimeout(f"the client read under {self.size} bytes in {self.write_timeout_s} s") from None
-
-    async def send_end(self, send: Any) -> None:
-        try:
-            async with asyncio.timeout(self.write_timeout_s):
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
-        except TimeoutError:
-            raise ConnectionTimeout(f"the client did not read the end of the reply in {self.write_timeout_s} s") from None
+    @property
+    def size(self) -> int:
+        return sum(len(p) for p in self.pieces)
 
 
 def _mean_doc_bytes(index: BM25Index, sample: int = 1000) -> int:
@@ -194,36 +143,22 @@ class RetrieverService:
         self._doc_bytes = _mean_doc_bytes(index)
         self._queue: asyncio.Queue[_Pending] | None = None
         self._server: asyncio.base_events.Server | None = None
-        self._state = ServerState()
         self._batcher: asyncio.Task | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="retriever-search")
-        self._routes = Starlette(
-            routes=[Route("/retrieve", self._retrieve, methods=["POST"]),
-                    Route("/documents", self._documents, methods=["POST"]),
-                    Route("/health", self._health, methods=["GET"])],
-            exception_handlers={ServiceError: self._refusal, HTTPException: self._no_route, Exception: self._failure},
-        )
         self.host, self.port = "", 0
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    @property
-    def open_connections(self) -> int:
-        """Connections being served now (not those refused for the connection limit)."""
-        return len(self._state.connections)
-
     async def start(self, host: str = "127.0.0.1", port: int = 8000) -> None:
-        """Bind and start serving (``port=0`` picks a free port; see ``self.port``).
-        Raises ``OSError`` when the address cannot be bound."""
+        """Bind and start serving (``port=0`` picks a free port; see ``self.port``)."""
         self._queue = asyncio.Queue()
         self._batcher = asyncio.create_task(self._run_batches())
-        config = uvicorn_config(self._admit, self.limits.read_timeout_s)
-        config.load()
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: LimitedH11Protocol(self, config, self._state, {}, loop), host, port, backlog=config.backlog)
+        # The stream limit bounds what a connection buffers while looking for the end of
+        # the headers; bodies are read only after their size was admitted.
+        self._server = await asyncio.start_server(self._handle, host, port, limit=MAX_HEADER_BYTES)
         self.host, self.port = self._server.sockets[0].getsockname()[:2]
 
     async def serve_forever(self) -> None:
@@ -234,8 +169,8 @@ class RetrieverService:
         """Stop accepting, drop open connections, fail queued work."""
         if self._server is not None:
             self._server.close()
-        for connection in list(self._state.connections):
-            connection.transport.abort()
+        for writer in list(self._writers):
+            writer.transport.abort()
         if self._batcher is not None:
             self._batcher.cancel()
         while self._queue is not None and not self._queue.empty():
@@ -243,73 +178,69 @@ class RetrieverService:
             if not pending.future.done():
                 pending.future.set_exception(ConnectionAbortedError("retriever service stopped"))
         self._pool.shutdown(wait=False, cancel_futures=True)
-        await asyncio.sleep(0)  # the aborted connections' connection_lost runs
 
-    # -------------------------------------------------------------- admission
-    async def _admit(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        """Read the body within the limits, then route the request with it and its
-        reservation (``request.state.admitted``); the reservation is released once the
-        reply is written."""
+    # ------------------------------------------------------------ connections
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self._writers) >= self.limits.max_connections:
+            self.stats.busy += 1
+            reply = _Reply.json(429, {"error": f"the service has {self.limits.max_connections} connections open; "
+                                                "retry later"}, keep_alive=False)
+            await self._send_quietly(writer, reply)
+            await self._discard(reader, self.limits.max_body_bytes, within_s=_REFUSED_LINGER_S)
+            writer.close()
+            return
+        self._writers.add(writer)
+        try:
+            while await self._exchange(reader, writer):
+                pass
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except TimeoutError:
+            self.stats.timeouts += 1
+            writer.transport.abort()  # drops what the client did not read, too
+        finally:
+            self._writers.discard(writer)
+            writer.close()
+
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        """Serve one request; False when the connection is done."""
+        try:
+            async with asyncio.timeout(self.limits.read_timeout_s):
+                head = await read_head(reader)
+        except MalformedHTTP as e:
+            await self._send(writer, _Reply.json(400, {"error": str(e)}, keep_alive=False))
+            return False
+        if head is None:
+            return False
         self.stats.requests += 1
         reservation = self.budget.reservation()
         try:
-            try:
-                body = await self._read_body(scope, receive, reservation)
-            except ServiceError as e:
-                self._count(e)
-                await self._refuse_unread(receive, send, e)
-                return
-            except _ClientGone:
-                return
-            scope["state"]["admitted"] = _Admitted(body, reservation)
-            del body
-            await self._routes(scope, receive, send)
+            reply = await self._reply(reader, writer, head, reservation)
+            await self._send(writer, reply)
         finally:
             reservation.release()
+        if reply.unread_body:
+            await self._discard(reader, reply.unread_body)
+        return reply.keep_alive
 
-    async def _read_body(self, scope: dict[str, Any], receive: Any, reservation: Reservation) -> bytes:
-        """The body, once its size is allowed and reserved (twice: the chunks and the
-        joined bytes both exist while it is read). Without a ``Content-Length``
-        (chunked), each chunk is checked and reserved as it comes."""
-        limit = self.limits.max_body_bytes
-        length = _content_length(scope)
-        if length is not None:
-            if length > limit:
-                raise RequestTooLarge(f"the body is {length} bytes; at most {limit} are accepted, split the request")
-            _grow(reservation, 2 * length)
-        chunks: list[bytes] = []
-        size, more = 0, True
+    async def _reply(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, head: HTTPHead,
+                     reservation: Reservation) -> _Reply:
         try:
-            async with asyncio.timeout(self.limits.read_timeout_s):
-                while more:
-                    message = await receive()
-                    if message["type"] == "http.disconnect":
-                        raise _ClientGone
-                    chunk, more = message.get("body", b""), message.get("more_body", False)
-                    size += len(chunk)
-                    if length is None:
-                        if size > limit:
-                            raise RequestTooLarge(f"the body is over {limit} bytes, the most accepted; split the "
-                                                  "request")
-                        _grow(reservation, 2 * len(chunk))
-                    chunks.append(chunk)
-        except TimeoutError:
-            raise ConnectionTimeout(f"the body did not arrive within {self.limits.read_timeout_s} s") from None
-        return b"".join(chunks)
-
-    async def _refuse_unread(self, receive: Any, send: Any, error: ServiceError) -> None:
-        """Answer ``error`` before the body is read, then read and drop the body (for
-        ``read_timeout_s`` at most) before closing, so that a client that sends its whole
-        request before reading sees the answer instead of a connection reset."""
-        reply = _Reply.json(error.status, {"error": str(error)}, self.limits.write_timeout_s, close=True)
-        await reply.send_start(send)
-        try:
-            async with asyncio.timeout(self.limits.read_timeout_s):
-                while (await receive()).get("more_body", False):
-                    pass
-        except TimeoutError:
-            pass
-        await reply.send_end(send)
+            body = await self._admit_body(reader, writer, head, reservation)
+            return await self._route(head, body, reservation)
+        except ServiceError as e:
+            self._count(e)
+            return _Reply.json(e.status, {"error": str(e)}, keep_alive=head.keep_alive and not e.unread_body,
+                               unread_body=e.unread_body)
+        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
+            raise  # the connection is gone or dropped: nothing to answer
+        except MalformedHTTP as e:
+            self.stats.errors += 1
+            return _Reply.json(400, {"error": str(e)}, keep_alive=head.keep_alive)
+        except Exception as e:  # noqa: BLE001 - a service answers 500 rather than dropping the client
+            self.stats.errors += 1
+            log.exception("retriever request failed")
+            return _Reply.json(500, {"error": f"{type(e).__name__}: {e}"}, keep_alive=head.keep_alive)
 
     def _count(self, error: ServiceError) -> None:
         if error.status == 413:
@@ -319,50 +250,89 @@ class RetrieverService:
         else:
             self.stats.errors += 1
 
-    # --------------------------------------------------- errors the app answers
-    def _refusal(self, request: Request, error: Exception) -> _Reply:
-        assert isinstance(error, ServiceError)
-        self._count(error)
-        return _Reply.json(error.status, {"error": str(error)}, self.limits.write_timeout_s)
+    async def _admit_body(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, head: HTTPHead,
+                          reservation: Reservation) -> bytes:
+        """Read the body only once its size is allowed and reserved (twice: the stream's
+        buffer and the bytes object both exist while it is read)."""
+        length = head.content_length
+        if length > self.limits.max_body_bytes:
+            raise RequestTooLarge(f"the body is {length} bytes; at most {self.limits.max_body_bytes} are accepted, "
+                                  "split the request", unread_body=length)
+        try:
+            _grow(reservation, 2 * length)
+        except ServiceError as e:
+            raise type(e)(str(e), unread_body=length) from None
+        if head.expects_continue and length:
+            writer.write(_CONTINUE)
+        async with asyncio.timeout(self.limits.read_timeout_s):
+            return await read_body(reader, head)
 
-    def _no_route(self, request: Request, error: Exception) -> _Reply:
-        assert isinstance(error, HTTPException)
-        return _Reply.json(error.status_code, {"error": f"no route {request.method} {request.url.path}; use POST "
-                                                        "/retrieve, POST /documents, GET /health"},
-                           self.limits.write_timeout_s)
+    async def _send(self, writer: asyncio.StreamWriter, reply: _Reply) -> None:
+        """Write the reply piece by piece within ``write_timeout_s`` (TimeoutError beyond).
 
-    def _failure(self, request: Request, error: Exception) -> _Reply:
-        """A service answers 500 rather than dropping the client (uvicorn logs the error)."""
-        self.stats.errors += 1
-        return _Reply.json(500, {"error": f"{type(error).__name__}: {error}"}, self.limits.write_timeout_s)
+        Pieces go out as memoryviews and drain in between, so the transport copies at most
+        one piece beyond its 64 KiB high-water mark.
+        """
+        extra = "Retry-After: 1\r\n" if reply.status == 429 else ""
+        async with asyncio.timeout(self.limits.write_timeout_s):
+            writer.write(encode_head(reply.status, reply.size, reply.keep_alive, extra))
+            for piece in reply.pieces:
+                writer.write(memoryview(piece))
+                await writer.drain()
+
+    async def _send_quietly(self, writer: asyncio.StreamWriter, reply: _Reply) -> None:
+        try:
+            await self._send(writer, reply)
+        except (ConnectionError, TimeoutError):
+            pass
+
+    async def _discard(self, reader: asyncio.StreamReader, length: int, within_s: float | None = None) -> None:
+        """Read and drop up to ``length`` unread bytes (for ``read_timeout_s`` at most), so
+        a client that sends its whole request before reading sees our answer instead of a
+        connection reset (closing a socket with unread input resets it)."""
+        try:
+            async with asyncio.timeout(within_s or self.limits.read_timeout_s):
+                while length > 0:
+                    chunk = await reader.read(min(length, _DISCARD_CHUNK))
+                    if not chunk:
+                        return
+                    length -= len(chunk)
+        except (TimeoutError, ConnectionError):
+            pass
 
     # ------------------------------------------------------------------ routes
-    async def _retrieve(self, request: Request) -> _Reply:
+    async def _route(self, head: HTTPHead, body: bytes, reservation: Reservation) -> _Reply:
+        method, _, rest = head.start_line.partition(" ")
+        path = rest.split(" ", 1)[0].split("?", 1)[0]
+        keep_alive = head.keep_alive
+        if path == "/retrieve" and method == "POST":
+            return await self._retrieve(parse_json(body), reservation, keep_alive)
+        if path == "/documents" and method == "POST":
+            return self._documents(parse_json(body), reservation, keep_alive)
+        if path == "/health" and method == "GET":
+            return _Reply.json(200, {"status": "ok", "corpus_version": self.index.corpus.version,
+                                     "num_docs": len(self.index.corpus)}, keep_alive)
+        return _Reply.json(404, {"error": f"no route {method} {path}; use POST /retrieve, POST /documents, "
+                                          "GET /health"}, keep_alive)
+
+    async def _retrieve(self, payload: Any, reservation: Reservation, keep_alive: bool) -> _Reply:
         """Reserve an estimate before searching (so a busy service says 429 before doing
         the work), then settle on the exact size of the encoded reply."""
-        admitted: _Admitted = request.state.admitted
-        reservation = admitted.reservation
-        search = parse_retrieve(parse_json(admitted.take_body()), self.limits)
-        estimate = search.docs * (HIT_BYTES + self._doc_bytes)
+        request = parse_retrieve(payload, self.limits)
+        estimate = request.docs * (HIT_BYTES + self._doc_bytes)
         _grow(reservation, estimate)
-        per_query = await self._search(search)
-        reply = _Reply(200, _result_pieces(self.index, per_query, search.return_scores), self.limits.write_timeout_s)
+        per_query = await self._search(request)
+        reply = _Reply(200, _result_pieces(self.index, per_query, request.return_scores), keep_alive)
         del per_query
         _grow(reservation, reply.size - estimate)
         return reply
 
-    async def _documents(self, request: Request) -> _Reply:
-        admitted: _Admitted = request.state.admitted
-        ids = parse_documents(parse_json(admitted.take_body()), self.limits).ids
+    def _documents(self, payload: Any, reservation: Reservation, keep_alive: bool) -> _Reply:
+        ids = parse_documents(payload, self.limits).ids
         docs = [self.index.corpus.get(i) for i in ids]
-        reply = _Reply.json(200, {"documents": [None if d is None else d.to_json() for d in docs]},
-                            self.limits.write_timeout_s)
-        _grow(admitted.reservation, reply.size)
+        reply = _Reply.json(200, {"documents": [None if d is None else d.to_json() for d in docs]}, keep_alive)
+        _grow(reservation, reply.size)
         return reply
-
-    async def _health(self, request: Request) -> _Reply:
-        return _Reply.json(200, {"status": "ok", "corpus_version": self.index.corpus.version,
-                                 "num_docs": len(self.index.corpus)}, self.limits.write_timeout_s)
 
     # ---------------------------------------------------------------- batching
     async def _search(self, request: RetrieveRequest) -> list[list[SearchHit]]:
@@ -409,14 +379,6 @@ def _grow(reservation: Reservation, n: int) -> None:
                                   "topk") from None
         raise ServiceBusy(f"the service holds its limit of {e.capacity} bytes for requests in flight; "
                           "retry shortly") from None
-
-
-def _content_length(scope: dict[str, Any]) -> int | None:
-    """The body's announced size (h11 has checked it is a number), ``None`` if chunked."""
-    for name, value in scope["headers"]:
-        if name == b"content-length":
-            return int(value)
-    return None
 
 
 @dataclass

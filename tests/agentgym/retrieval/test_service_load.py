@@ -81,7 +81,7 @@ def read_reply_slowly(sock: socket.socket) -> int:
             raise ConnectionError("closed before the headers")
         data += chunk
     head, _, body = data.partition(b"\r\n\r\n")
-    length = int(re.search(rb"content-length: (\d+)", head, re.IGNORECASE).group(1))
+    length = int(re.search(rb"Content-Length: (\d+)", head).group(1))
     received = len(body)
     while received < length:
         chunk = sock.recv(1 << 18)
