@@ -29,7 +29,7 @@ from tasks.search.generators import _person_mention as _pm
 from tasks.search.generators import _sole_language as _language
 from tasks.search.knowledge import KnowledgeBase, Person
 from tasks.search.quality import QualityAudit, Rejected, grammar_rejection
-from tasks.search.questions import Hop, Question
+from tasks.search.questions import Hop, Question, contains_answer
 from tasks.search.reader import GEOGRAPHIC, PLACED
 from tasks.search.sources import City, Country
 from tasks.search.templates import SLOT_PATTERNS
@@ -336,10 +336,20 @@ def _country_facts(template: str, route: RouteFn, fact: str | None) -> Generator
             found = (c.name, c.aliases) if fact is None else _FACTS[fact](c)
             if r is None or found is None:
                 continue
+            if fact == "currency" and _shares_currency(gate, c, r):
+                gate.reject(template, "a named country has the same currency", f"{c.name}: {c.currency_name}")
+                continue
             hops = [*r.hops] if fact is None else [*r.hops, _profile(gate, c, found[0])]
             yield gate.emit_v2(template, r.key, _say(rng, template, **r.slots), r.slots, found[1], hops,
                                r.mentions)
     return generate
+
+
+def _shares_currency(gate: Gate, c: Country, r: Route) -> bool:
+    """Whether a country the question names pays with the answer's currency (the euro, the CFA
+    franc): its own profile, which one query finds, would then answer the question."""
+    named = [gate.kb.countries[m.entity_id] for m in r.mentions if m.kind == "country"]
+    return any(n.currency_code == c.currency_code for n in named)
 
 
 def _persons_of(template: str, route: RouteFn, died: bool) -> Generator:
@@ -352,6 +362,11 @@ def _persons_of(template: str, route: RouteFn, died: bool) -> Generator:
             c = _country(gate, p.country_iso2)
             r = route(gate, c, rng)
             if r is None:
+                continue
+            article = gate.corpus.get(p.doc_id).contents  # type: ignore[union-attr]
+            clue = next((v for v in r.slots.values() if contains_answer(article, v)), None)
+            if clue is not None:  # a query with the clue's name would find the article itself
+                gate.reject(template, "the person's article names the question's clue", f"{p.name}: {clue}")
                 continue
             answer = (str(p.death),) if died else _aliases(p.name, p.title)
             hops = [*r.hops, _profile(gate, c, p.demonym), Hop(p.doc_id, answer[0])]

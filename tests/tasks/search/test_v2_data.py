@@ -108,3 +108,22 @@ def test_wikipedia_descriptions_place_articles_in_countries(data):
     assert "Rwandan genocide" not in places  # an event, not a place
     questions = [q for q in data.questions("train") if q.template == "person_of_place_country"]
     assert len(questions) > 50 and all(q.num_hops == 3 for q in questions)
+
+
+def test_no_question_is_answered_by_the_document_of_what_it_names(data, everything):
+    """A currency shared with a named country, or a person's article naming the clue, would let
+    one query with the question's own names find the answer: the gate drops both."""
+    from tasks.search import contains_answer
+
+    currency_of = {}
+    for doc in data.corpus:
+        if doc.id.startswith("country-") and "The currency of " in doc.text:
+            currency_of[doc.title.removesuffix(" (country profile)")] = doc.text.split("The currency of ")[1] \
+                .split(" is the ")[1].split(" (")[0]
+    for q in everything:
+        if q.template == "shared_neighbour_currency":
+            named = [c for c in currency_of if contains_answer(q.question, c)]
+            assert named and all(currency_of[c] != q.answer for c in named), q.question
+        if q.template in ("person_of_capital_country", "death_of_capital_country"):
+            capital = q.question.split("capital is ")[1].rstrip("?.")
+            assert not contains_answer(data.corpus.get(q.hops[-1].doc_id).contents, capital), q.question
