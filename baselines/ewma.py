@@ -26,6 +26,8 @@ import copy
 import torch
 from torch import nn
 
+from baselines.distributed import local_shard, reshard
+
 __all__ = ["EWMAModel", "ewma_decay_from_age", "ewma_age_for_batch_size"]
 
 
@@ -43,18 +45,6 @@ def ewma_age_for_batch_size(age: float, reference_batch_size: int, batch_size: i
     steps per episode, so the age grows by ``reference_batch_size / batch_size``.
     """
     return age * reference_batch_size / batch_size
-
-
-def _reshard(module: nn.Module) -> None:
-    """FSDP2 may leave the root's parameters gathered after a forward; shard them again
-    so policy and average hold matching local shards."""
-    for sub in module.modules():
-        if hasattr(sub, "reshard") and callable(sub.reshard):
-            sub.reshard()
-
-
-def _local(t: torch.Tensor) -> torch.Tensor:
-    return t.to_local() if hasattr(t, "to_local") else t
 
 
 class EWMAModel:
@@ -83,10 +73,10 @@ class EWMAModel:
         """Fold the policy's current weights into the average (call after each step)."""
         self.total_weight = self.decay * self.total_weight + 1.0
         step = 1.0 / self.total_weight
-        _reshard(self.module)
-        _reshard(policy)
+        reshard(self.module)  # FSDP2 may leave the root gathered after a forward: policy and
+        reshard(policy)  # average must hold matching local shards
         for mine, theirs in zip(self.module.parameters(), policy.parameters(), strict=True):
-            mine, theirs = _local(mine), _local(theirs.detach())
+            mine, theirs = local_shard(mine), local_shard(theirs.detach())
             mine.lerp_(theirs.to(device=mine.device, dtype=mine.dtype), step)
         self.num_updates += 1
 
@@ -94,7 +84,7 @@ class EWMAModel:
         """Bytes held by the average's parameters on this process."""
         total = 0
         for p in self.module.parameters():
-            local = p.to_local() if hasattr(p, "to_local") else p
+            local = local_shard(p)
             total += local.numel() * local.element_size()
         return total
 
