@@ -5,7 +5,7 @@ its CLI stay cheap to import. Public names:
 
 * algorithm: :func:`ppo_ewma_loss`, :class:`EWMAModel`, :func:`group_normalized_advantages`,
   :func:`mismatch_weights`, :class:`MismatchConfig`;
-* rollout: :class:`HFEngine`, :class:`VLLMEngine`, :class:`SamplingConfig`,
+* rollout: :class:`HFEngine`, :class:`AsyncVLLMEngine`, :class:`SamplingConfig`,
   :class:`AgentLoop`, :class:`ChatTokenizer`, :class:`Trajectory`;
 * training: :class:`TrainConfig`, :func:`load_config`, :class:`Trainer`, :class:`PolicyUpdater`;
 * tooling: :func:`build_tiny_model`, :class:`MetricsLogger`, :func:`plot_run`.
@@ -18,7 +18,7 @@ from typing import Any
 
 __all__ = [
     "ppo_ewma_loss", "EWMAModel", "group_normalized_advantages", "mismatch_weights", "MismatchConfig",
-    "HFEngine", "VLLMEngine", "SamplingConfig", "AgentLoop", "AgentLoopConfig", "ChatTokenizer", "Trajectory",
+    "HFEngine", "AsyncVLLMEngine", "SamplingConfig", "AgentLoop", "AgentLoopConfig", "ChatTokenizer", "Trajectory",
     "TrainConfig", "load_config", "Trainer", "PolicyUpdater", "build_tiny_model", "MetricsLogger", "plot_run",
     "BaselinesError", "ConfigError",
 ]
@@ -27,7 +27,7 @@ _WHERE = {
     "ppo_ewma_loss": "baselines.loss", "EWMAModel": "baselines.ewma",
     "group_normalized_advantages": "baselines.advantages", "mismatch_weights": "baselines.mismatch",
     "MismatchConfig": "baselines.mismatch", "HFEngine": "baselines.engines.hf",
-    "VLLMEngine": "baselines.engines.vllm", "SamplingConfig": "baselines.engines.base",
+    "AsyncVLLMEngine": "baselines.engines.vllm_async", "SamplingConfig": "baselines.engines.base",
     "AgentLoop": "baselines.agent_loop", "AgentLoopConfig": "baselines.agent_loop",
     "ChatTokenizer": "baselines.chat_tokens", "Trajectory": "baselines.trajectory",
     "TrainConfig": "baselines.config", "load_config": "baselines.config", "Trainer": "baselines.trainer",

@@ -124,16 +124,16 @@ def resolve_model_path(config: TrainConfig, info: DistInfo) -> str:
 
 def build_engine(config: TrainConfig, path: str, tokenizer: Any, info: DistInfo, asynchronous: bool = False) -> RolloutEngine:
     """A rollout engine that holds its own copy of the weights; ``asynchronous``: one for
-    :class:`~baselines.async_rollout.AsyncRollout` (vLLM's ``AsyncLLM``, or the ``hf``
-    engine behind a :class:`~baselines.engines.hf_async.BatchingEngine`)."""
+    :class:`~baselines.async_rollout.AsyncRollout` (the ``hf`` engine behind a
+    :class:`~baselines.engines.hf_async.BatchingEngine`). ``vllm`` is vLLM's ``AsyncLLM``
+    either way: it also serves the synchronous calls."""
     dtype = getattr(torch, config.model.dtype)
     eos = [tokenizer.eos_token_id]
     if config.rollout.engine == "vllm":
-        from baselines.engines.vllm import VLLMEngine
         from baselines.engines.vllm_async import AsyncVLLMEngine
 
         v = config.rollout.vllm
-        return (AsyncVLLMEngine if asynchronous else VLLMEngine)(path, tensor_parallel_size=v.tensor_parallel_size, gpu_memory_utilization=v.gpu_memory_utilization,
+        return AsyncVLLMEngine(path, tensor_parallel_size=v.tensor_parallel_size, gpu_memory_utilization=v.gpu_memory_utilization,
                           enforce_eager=v.enforce_eager, dtype=config.model.dtype,
                           max_model_len=v.max_model_len or config.rollout.max_seq_len, seed=config.seed + info.rank,
                           kv_cache_memory_bytes=v.kv_cache_memory_bytes)

@@ -7,25 +7,31 @@ batching), so no request waits for another's call to end, unlike the ``hf`` fron
 (:class:`~baselines.engines.hf_async.BatchingEngine`), which batches per call. The
 engine lives on agentgym's runtime loop, where the episodes run.
 
-Same request building, log-prob mode and weight paths as :class:`~baselines.engines.vllm.VLLMEngine`
-(token-id prompts, ``processed_logprobs``; weights through a shared-memory file and the
-worker extension's ``reload_weights`` on CPU or from host weights, and through vLLM 0.32's
-weight-transfer API with CUDA IPC handles when the weights are on a CUDA device, the same
-:func:`~baselines.engines.vllm.weight_transfer_path` choice). The IPC sender is vLLM's
-synchronous ``IPCTrainerWeightTransferEngine``: it runs on a worker thread, and its
-client (:class:`AsyncLLMWeightSyncClient`) submits each ``AsyncLLM`` weight-update call
-(``init_weight_transfer_engine``, ``start_weight_update``, ``update_weights``,
-``finish_weight_update``: coroutines there) to the runtime loop and waits on that thread,
-so the loop keeps running the episodes meanwhile. The shared-memory write runs on a
-worker thread too. **Weight sync** is a writer lock over requests:
-new requests wait, the ones running finish under the old weights, the weights load,
-:attr:`version` increments, requests resume. So a turn is never sampled by two versions
-and the version a request records is the one that sampled it.
+Requests are built and their outputs read by :mod:`baselines.engines.vllm_common`
+(token-id prompts, ``processed_logprobs``, a derived seed per request); weights go through
+a shared-memory file and the worker extension's ``reload_weights`` on CPU or from host
+weights, and through vLLM 0.32's weight-transfer API with CUDA IPC handles when the
+weights are on a CUDA device (:func:`~baselines.engines.vllm_common.weight_transfer_path`).
+The IPC sender is vLLM's synchronous ``IPCTrainerWeightTransferEngine``: it runs on a
+worker thread, and its client (:class:`AsyncLLMWeightSyncClient`) submits each
+``AsyncLLM`` weight-update call (``init_weight_transfer_engine``, ``start_weight_update``,
+``update_weights``, ``finish_weight_update``: coroutines there) to the runtime loop and
+waits on that thread, so the loop keeps running the episodes meanwhile. The
+shared-memory write runs on a worker thread too. **Weight sync** is a writer lock over
+requests: new requests wait, the ones running finish under the old weights, the weights
+load, :attr:`version` increments, requests resume. So a turn is never sampled by two
+versions and the version a request records is the one that sampled it.
+
+**Synchronous calls**: :meth:`~AsyncVLLMEngine.generate`, :meth:`~AsyncVLLMEngine.score`
+and :meth:`~AsyncVLLMEngine.sync_weights` block until done (the :class:`RolloutEngine`
+protocol), for loops of your own. The engine never sleeps (``sleep()``/``wake_up()`` are
+no-ops): a colocated loop that must free the GPU while it trains builds its own
+``vllm.LLM(enable_sleep_mode=True)`` and calls its ``sleep()``/``wake_up()``.
 
 **Lockstep** (``max_staleness=0``): requests are held until the episodes still running
 have all asked, then submitted in episode order with the seeds
-``request_seed(seed + turn, i)`` that ``VLLMEngine.generate`` gives a call seeded
-``seed + turn``: the same requests the synchronous loop sends.
+``request_seed(seed + turn, i)`` that :meth:`~AsyncVLLMEngine.generate` gives a call
+seeded ``seed + turn``: the same requests the synchronous loop sends.
 """
 
 from __future__ import annotations
@@ -42,13 +48,13 @@ from agentgym.runtime import run_sync
 from baselines.engines.base import Generation, SamplingConfig
 from baselines.engines.compile_cache import PrivateCompileCache
 from baselines.engines.async_contract import BusyClock, Lockstep, VersionedGeneration
-from baselines.engines.vllm import (
-    _EXTENSION,
+from baselines.engines.vllm_common import (
+    WORKER_EXTENSION,
     LLMWeightSyncClient,
     SharedWeights,
     WeightTransferPath,
-    _import_vllm,
     check_loaded,
+    import_vllm,
     outputs_to_generations,
     platform_engine_kwargs,
     request_seed,
@@ -69,7 +75,7 @@ class AsyncLLMWeightSyncClient(LLMWeightSyncClient):
     ``AsyncLLM``'s weight-update methods are coroutines taking vLLM's request dataclasses
     (``WeightTransferInitRequest``, ``WeightTransferUpdateRequest``); each call is run on
     ``loop`` (the one the engine lives on) and waited for on the calling thread. Payloads
-    are encoded as :class:`~baselines.engines.vllm.LLMWeightSyncClient` does.
+    are encoded as :class:`~baselines.engines.vllm_common.LLMWeightSyncClient` does.
     """
 
     def __init__(self, llm: Any, loop: asyncio.AbstractEventLoop) -> None:
@@ -90,15 +96,26 @@ class AsyncLLMWeightSyncClient(LLMWeightSyncClient):
 
 class AsyncVLLMEngine:
     """An ``AsyncLLM`` for the asynchronous rollout; also a (synchronous) :class:`RolloutEngine`.
+    See the module docstring.
 
-    Args: as :class:`~baselines.engines.vllm.VLLMEngine`, but no sleep mode: episodes
-    generate while the trainer runs.
+    Args:
+        model_path: a local HF model directory.
+        tensor_parallel_size: GPUs per engine.
+        gpu_memory_utilization: fraction of GPU memory (GPU platforms only; on vLLM's
+            CPU build the KV cache is sized by ``kv_cache_memory_bytes`` or the
+            ``VLLM_CPU_KVCACHE_SPACE`` environment variable in GiB, because a fraction
+            would be of host RAM).
+        enforce_eager: no CUDA graphs (needed on CPU; faster start-up).
+        dtype: the engine's weights and the dtype weights are synced in.
+        max_model_len: the longest prompt + completion, or vLLM's default.
+        seed: vLLM's engine seed (requests without a seed of their own).
+        kv_cache_memory_bytes: an explicit KV-cache size (any platform), or None.
     """
 
     def __init__(self, model_path: str, *, tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.5,
                  enforce_eager: bool = False, dtype: str = "bfloat16", max_model_len: int | None = None, seed: int = 0,
                  kv_cache_memory_bytes: int | None = None) -> None:
-        vllm, platform = _import_vllm()
+        vllm, platform = import_vllm()
         from transformers import AutoConfig
 
         self._vllm = vllm
@@ -108,7 +125,7 @@ class AsyncVLLMEngine:
         kwargs, self.cuda_ipc = platform_engine_kwargs(platform, kv_cache_memory_bytes, gpu_memory_utilization)
         self._engine_args = dict(model=model_path, tensor_parallel_size=tensor_parallel_size, enforce_eager=enforce_eager,
                                  dtype=dtype, max_model_len=max_model_len, seed=seed, logprobs_mode="processed_logprobs",
-                                 worker_extension_cls=_EXTENSION, **kwargs)
+                                 worker_extension_cls=WORKER_EXTENSION, **kwargs)
         self.compile_cache = PrivateCompileCache()  # before the engine process starts: it inherits the variable
         try:
             self.llm = run_sync(self._build())
@@ -155,7 +172,7 @@ class AsyncVLLMEngine:
 
     async def async_sync_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
         """New requests wait; running ones finish; weights load (by CUDA IPC or through
-        shared memory, as :meth:`VLLMEngine.sync_weights`); :attr:`version` + 1. The loop
+        shared memory: the module docstring); :attr:`version` + 1. The loop
         is never blocked: the copying and the IPC handshake run on a worker thread."""
         open_, idle = self._events()
         t0 = time.perf_counter()
@@ -183,6 +200,8 @@ class AsyncVLLMEngine:
 
     # ------------------------------------------- RolloutEngine protocol (sync)
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig, seed: int | None = None) -> list[Generation]:
+        """One completion per prompt. A ``seed`` gives each prompt its own derived seed:
+        one seed shared by all requests would make every sample of a group identical."""
         async def all_of() -> list[Generation]:
             done = await asyncio.gather(*(self._request(list(p), sampling, request_seed(seed, i)) for i, p in enumerate(prompts)))
             return [d.generation for d in done]
@@ -190,10 +209,12 @@ class AsyncVLLMEngine:
         return run_sync(all_of())
 
     def sync_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
+        """:meth:`async_sync_weights`, waited for."""
         run_sync(self.async_sync_weights(state_dict))
 
     def score(self, sequences: Sequence[Sequence[int]]) -> list[list[float]]:
-        """``log p(ids[t] | ids[:t])`` at temperature 1 for ``t >= 1`` (as ``VLLMEngine.score``)."""
+        """``log p(ids[t] | ids[:t])`` at temperature 1 for ``t >= 1`` (vLLM's prompt
+        log-probs, which are not temperature-scaled), one list per sequence."""
         async def one(seq: list[int]) -> list[float]:
             params = self._vllm.SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=1.0)
             final = None
@@ -208,12 +229,13 @@ class AsyncVLLMEngine:
         return run_sync(all_of())
 
     def sleep(self) -> None:
-        """Not used: the asynchronous rollout generates while the trainer runs."""
+        """A no-op: the engine never sleeps (episodes generate while the trainer runs)."""
 
     def wake_up(self) -> None:
-        """Nothing to re-acquire."""
+        """A no-op: nothing was released."""
 
     def close(self) -> None:
+        """Remove the shared weights file, shut the engine down, remove its compile cache."""
         self.shared.close()
         self.llm.shutdown()
         # AsyncLLM.__del__ calls shutdown again; at interpreter exit vLLM's module globals

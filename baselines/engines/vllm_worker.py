@@ -5,7 +5,7 @@ anywhere. ``self`` is the vLLM worker (``vllm.v1.worker.gpu_worker.Worker`` or i
 subclass), which has ``reload_weights`` in vLLM 0.32.
 
 The weights arrive as a shared-memory file written by
-:class:`baselines.engines.vllm.SharedWeights` plus a manifest; only the manifest crosses
+:class:`baselines.engines.vllm_common.SharedWeights` plus a manifest; only the manifest crosses
 the RPC boundary, so no tensor is serialised.
 """
 

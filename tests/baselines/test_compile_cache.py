@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from baselines.engines import vllm as vllm_engine
+from baselines.engines import vllm_async
 from baselines.engines.compile_cache import CACHE_ENV, PrivateCompileCache
 
 
@@ -44,7 +44,7 @@ def test_a_cache_directory_the_user_set_is_left_alone(tmp_path):
 
 
 class _CompilingLLM:
-    """Stands in for ``vllm.LLM``: notes the inductor cache it starts with and writes a kernel."""
+    """Stands in for vLLM's ``AsyncLLM``: notes the inductor cache it starts with and writes a kernel."""
 
     started_with: list[str | None] = []
 
@@ -53,13 +53,21 @@ class _CompilingLLM:
         type(self).started_with.append(cache)
         if cache:
             (Path(cache) / "kernel.so").write_bytes(b"\x7fELF")
-        self.llm_engine = types.SimpleNamespace(engine_core=types.SimpleNamespace(shutdown=lambda: None))
+
+    def shutdown(self, timeout=None) -> None:
+        pass
 
 
-def _fake_vllm(monkeypatch):
-    platform = types.SimpleNamespace(device_name="cpu", is_sleep_mode_available=lambda: False, is_cpu=lambda: True,
-                                     is_cuda_alike=lambda: False)
-    monkeypatch.setattr(vllm_engine, "_import_vllm", lambda: (types.SimpleNamespace(LLM=_CompilingLLM), platform))
+def _fake_vllm(monkeypatch, llm_class: type = _CompilingLLM) -> None:
+    """No vLLM: the platform is CPU and ``AsyncLLM.from_engine_args`` (where the engine
+    process starts) builds ``llm_class`` from the engine's arguments."""
+    platform = types.SimpleNamespace(device_name="cpu", is_cpu=lambda: True, is_cuda_alike=lambda: False)
+    monkeypatch.setattr(vllm_async, "import_vllm", lambda: (types.SimpleNamespace(), platform))
+
+    async def build(self):
+        return llm_class(**self._engine_args)
+
+    monkeypatch.setattr(vllm_async.AsyncVLLMEngine, "_build", build)
     _CompilingLLM.started_with = []
 
 
@@ -71,14 +79,18 @@ def _model_dir(tmp_path) -> Path:
     return tmp_path / "model"
 
 
+def _engine(tmp_path) -> vllm_async.AsyncVLLMEngine:
+    return vllm_async.AsyncVLLMEngine(str(_model_dir(tmp_path)), enforce_eager=True, dtype="float32")
+
+
 def test_two_engines_compile_into_caches_of_their_own(tmp_path, monkeypatch):
     monkeypatch.delenv(CACHE_ENV, raising=False)
     _fake_vllm(monkeypatch)
-    model = _model_dir(tmp_path)
-    a = vllm_engine.VLLMEngine(str(model), enforce_eager=True, dtype="float32")
-    b = vllm_engine.VLLMEngine(str(model), enforce_eager=True, dtype="float32")
+    a = _engine(tmp_path / "a")
+    b = _engine(tmp_path / "b")
     first, second = _CompilingLLM.started_with
     assert first and second and first != second  # no kernel file two engines write at once
+    assert Path(first).is_dir() and Path(second).is_dir()
     b.close()
     a.close()
     assert not Path(first).exists() and not Path(second).exists()
@@ -90,14 +102,12 @@ def test_an_engine_uses_the_cache_the_user_set(tmp_path, monkeypatch):
     mine.mkdir()
     monkeypatch.setenv(CACHE_ENV, str(mine))
     _fake_vllm(monkeypatch)
-    engine = vllm_engine.VLLMEngine(str(_model_dir(tmp_path)), enforce_eager=True, dtype="float32")
-    engine.close()
+    _engine(tmp_path).close()
     assert _CompilingLLM.started_with == [str(mine)] and (mine / "kernel.so").exists()
 
 
 def test_an_engine_that_fails_to_start_removes_its_cache(tmp_path, monkeypatch):
     monkeypatch.delenv(CACHE_ENV, raising=False)
-    _fake_vllm(monkeypatch)
     seen: list[str] = []
 
     class Broken(_CompilingLLM):
@@ -105,28 +115,7 @@ def test_an_engine_that_fails_to_start_removes_its_cache(tmp_path, monkeypatch):
             seen.append(os.environ[CACHE_ENV])
             raise RuntimeError("engine core failed to start")
 
-    platform = vllm_engine._import_vllm()[1]
-    monkeypatch.setattr(vllm_engine, "_import_vllm", lambda: (types.SimpleNamespace(LLM=Broken), platform))
+    _fake_vllm(monkeypatch, Broken)
     with pytest.raises(RuntimeError, match="failed to start"):
-        vllm_engine.VLLMEngine(str(_model_dir(tmp_path)), enforce_eager=True, dtype="float32")
+        _engine(tmp_path)
     assert seen and not Path(seen[0]).exists() and CACHE_ENV not in os.environ
-
-
-def test_the_async_engine_compiles_into_a_cache_of_its_own(tmp_path, monkeypatch):
-    from baselines.engines import vllm_async
-
-    monkeypatch.delenv(CACHE_ENV, raising=False)
-    _fake_vllm(monkeypatch)
-    monkeypatch.setattr(vllm_async, "_import_vllm", vllm_engine._import_vllm)
-
-    async def build(self):  # stands in for AsyncLLM.from_engine_args: the engine process starts here
-        llm = _CompilingLLM(**self._engine_args)
-        llm.shutdown = lambda timeout=None: None
-        return llm
-
-    monkeypatch.setattr(vllm_async.AsyncVLLMEngine, "_build", build)
-    engine = vllm_async.AsyncVLLMEngine(str(_model_dir(tmp_path)), enforce_eager=True, dtype="float32")
-    (cache,) = _CompilingLLM.started_with
-    assert cache and Path(cache).is_dir()
-    engine.close()
-    assert not Path(cache).exists() and CACHE_ENV not in os.environ

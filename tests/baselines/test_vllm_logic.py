@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from baselines.engines.base import SamplingConfig, strip_wrapper_prefixes
-from baselines.engines.vllm import (
-    VLLMEngine,
+from baselines.engines.vllm_async import AsyncVLLMEngine
+from baselines.engines.vllm_common import (
     check_vllm_version,
     outputs_to_generations,
     sampling_kwargs,
@@ -82,12 +82,12 @@ def test_engine_without_vllm_says_how_to_fix():
         import vllm  # noqa: F401
     except ImportError:
         with pytest.raises(EngineUnavailableError, match="rollout.engine=hf"):
-            VLLMEngine("/nonexistent")
+            AsyncVLLMEngine("/nonexistent")
 
 
 # ------------------------------------------------------ GPU weight path (CUDA IPC)
 def test_cuda_ipc_only_for_cuda_weights_on_a_platform_with_it():
-    from baselines.engines.vllm import weight_transfer_path
+    from baselines.engines.vllm_common import weight_transfer_path
 
     on_gpu = [NS(device=torch.device("cuda", 0)), NS(device=torch.device("cuda", 0))]
     assert weight_transfer_path(True, on_gpu) == "cuda_ipc"
@@ -96,7 +96,7 @@ def test_cuda_ipc_only_for_cuda_weights_on_a_platform_with_it():
 
 
 def test_ipc_buffer_fits_the_largest_tensor_in_the_engine_dtype():
-    from baselines.engines.vllm import ipc_buffer_bytes
+    from baselines.engines.vllm_common import ipc_buffer_bytes
 
     embedding_7b = torch.empty(152_064, 3_584, device="meta")  # fp32 master weights, sent as bf16: 1.09 GB
     assert ipc_buffer_bytes([("embed", embedding_7b), ("norm", torch.empty(3_584, device="meta"))], torch.bfloat16) == 152_064 * 3_584 * 2
@@ -127,7 +127,7 @@ def test_llm_client_wraps_requests_and_sends_ipc_handles_pickled():
     import base64
     import pickle
 
-    from baselines.engines.vllm import LLMWeightSyncClient
+    from baselines.engines.vllm_common import LLMWeightSyncClient
 
     llm = _RecordingLLM()
     client = LLMWeightSyncClient(llm)

