@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import subprocess
 
 import pytest
@@ -64,10 +65,14 @@ def docker_engine() -> str:
     return "unix:///var/run/docker.sock"
 
 
+EXAMPLE_LINE = re.compile(r"^\s*>>> ", re.M)
+"""A docstring example's first line (not any ``>>>``: a regex or a fence may hold one)."""
+
+
 def pytest_collect_file(file_path: pathlib.Path, parent: pytest.Collector) -> pytest.Collector | None:
     """Collect the docstring examples of the library packages' modules that have any."""
     if file_path.suffix != ".py" or not any(file_path.is_relative_to(p) for p in DOCTEST_PACKAGES):
         return None
-    if ">>>" not in file_path.read_text("utf-8"):
+    if not EXAMPLE_LINE.search(file_path.read_text("utf-8")):
         return None
     return DoctestModule.from_parent(parent, path=file_path)

@@ -7,6 +7,7 @@ the collection hook in conftest.py stops finding a module's examples. Both are c
 from __future__ import annotations
 
 import pathlib
+import re
 import subprocess
 import sys
 import tomllib
@@ -16,8 +17,9 @@ PACKAGES = ("agentgym", "sandboxes", "tasks")
 
 
 def _modules_with_examples() -> set[str]:
+    example = re.compile(r"^\s*>>> ", re.M)
     return {str(p.relative_to(ROOT)) for name in PACKAGES for p in (ROOT / name).rglob("*.py")
-            if ">>>" in p.read_text("utf-8")}
+            if example.search(p.read_text("utf-8"))}
 
 
 def test_the_packages_are_in_testpaths():
