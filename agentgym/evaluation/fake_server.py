@@ -20,6 +20,7 @@ import asyncio
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,8 +33,10 @@ _OPS = (("gives away", "-"), ("loses", "-"), ("eats", "-"), ("spends", "-"), ("m
 def scripted_reply(body: dict[str, Any]) -> dict[str, Any]:
     """The chat completion the scripted model gives for a request body."""
     messages = body["messages"]
-    names = [t["function"]["name"] for t in body.get("tools", [])]
     question = next(m["content"] for m in messages if m["role"] == "user")
+    opening = " ".join(str(m["content"]) for m in messages[:2])  # a client that sends no tools= lists them here
+    names = [t["function"]["name"] for t in body.get("tools", [])] or \
+        [n for n in ("calculate", "delegate", "report", "answer") if n in opening]
     last = messages[-1]
     result = last["content"] if last["role"] == "tool" else None
     if last["role"] == "user" and last["content"].startswith("<tool_response>"):
@@ -60,7 +63,7 @@ def scripted_reply(body: dict[str, Any]) -> dict[str, Any]:
              "function": {"name": name, "arguments": json.dumps(args)}}]}
     else:
         message = {"role": "assistant", "content": f"<tool_call>{json.dumps(call)}</tool_call>"}
-    return {"id": "x", "object": "chat.completion", "model": body["model"],
+    return {"id": "x", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
             "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if native else "stop"}],
             "usage": {"prompt_tokens": 10 * len(messages), "completion_tokens": 7, "total_tokens": 10 * len(messages) + 7}}
 
