@@ -9,7 +9,6 @@ import json
 import socket
 import subprocess
 import sys
-import time
 
 import httpx
 import pytest
@@ -17,6 +16,7 @@ from typer.testing import CliRunner
 
 from agentgym.cli import app
 from agentgym.evaluation import EvalPlan, run_eval
+from agentgym.reliability import polling
 
 pytestmark = pytest.mark.vllm
 
@@ -25,6 +25,21 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+class _NotUp(Exception):
+    """The server is not answering yet."""
+
+
+def _check_up(proc: subprocess.Popen, url: str, log_path) -> None:
+    if proc.poll() is not None:
+        pytest.fail(f"vllm serve exited with {proc.returncode}: {log_path.read_text()[-2000:]}")
+    try:
+        up = httpx.get(f"{url}/models", timeout=2).status_code == 200
+    except httpx.HTTPError as e:
+        raise _NotUp from e
+    if not up:
+        raise _NotUp
 
 
 @pytest.fixture(scope="module")
@@ -41,18 +56,13 @@ def served(vllm_model_dir, tmp_path_factory):
                              "--enable-auto-tool-choice", "--tool-call-parser", "hermes"],
                             stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"vllm serve exited with {proc.returncode}: {log_path.read_text()[-2000:]}")
-        try:
-            if httpx.get(f"{url}/models", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(2)
-    else:
+    try:
+        for attempt in polling(_NotUp, deadline_s=600, interval_s=2):
+            with attempt:
+                _check_up(proc, url, log_path)
+    except _NotUp:
         proc.kill()
-        pytest.fail("vllm serve did not answer within 600 s")
+        pytest.fail(f"vllm serve did not answer within 600 s: {log_path.read_text()[-2000:]}")
     yield url
     proc.terminate()
     proc.wait(60)
