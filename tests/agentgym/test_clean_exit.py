@@ -28,7 +28,7 @@ from sandboxes.fake import FakeBackend
 
 ISSUE_SCRIPT = """
 import gymnasium as gym, agentgym
-e = gym.make("agentgym/DataAnalysis-v1"); o, i = e.reset(seed=0)
+e = gym.make("agentgym/DataAnalysis-v2"); o, i = e.reset(seed=0)
 print([t["function"]["name"] for t in i["tools"]])
 e.close()
 print("closed")
@@ -36,7 +36,7 @@ print("closed")
 
 LEFT_OPEN_SCRIPT = """
 import gymnasium as gym, agentgym
-e = gym.make("agentgym/DataAnalysis-v1"); o, i = e.reset(seed=0)
+e = gym.make("agentgym/DataAnalysis-v2"); o, i = e.reset(seed=0)
 o, *_ = e.step('<tool_call>{"name": "python", "arguments": {"code": "1 + 1"}}</tool_call>')
 print("Out: 2" in o)
 print("left open")
@@ -45,7 +45,7 @@ print("left open")
 CLOSED_AT_EXIT_SCRIPT = """
 import atexit
 import gymnasium as gym, agentgym
-e = gym.make("agentgym/DataAnalysis-v1"); o, i = e.reset(seed=0)
+e = gym.make("agentgym/DataAnalysis-v2"); o, i = e.reset(seed=0)
 atexit.register(e.close)  # runs after the runtime loop has closed its pools
 print("closed at exit")
 """
