@@ -379,9 +379,11 @@ DOWNLOAD_LIMIT = 256 << 20
 WORKER_FRAME_LIMIT = 1 << 20
 """A worker's result frame is a few KiB (values and errors are capped inside it); a bigger
 one is agent code writing to the control pipe, and ends the worker like a crash."""
-RESET_SETTLE_S = 3.0
+RESET_SETTLE_S = 10.0
 """How long a reset waits for killed agent processes to finish exiting before it counts
-one still listed as a survivor (and the sandbox is discarded)."""
+one still listed as a survivor (and the sandbox is discarded). A reset ends as soon as
+none is left, so this only bounds the pathological case: after a fork bomb on a loaded
+2-core machine, one SIGKILLed process was still listed after 3 s (the old value)."""
 WORKER_FORK_TIMEOUT_S = 10.0
 """A forked worker that is not ready this long means the zygote is stuck (stopped by a
 signal, say): it is killed and a new one imports the modules again."""
