@@ -12,10 +12,12 @@ from sandboxes.reliability import (
     RetryPolicy,
     apolling,
     call_budget,
+    call_with_retries,
     current_budget,
     polling,
     remaining_s,
     retrying,
 )
 
-__all__ = ["RetryPolicy", "Budget", "call_budget", "current_budget", "retrying", "remaining_s", "polling", "apolling"]
+__all__ = ["RetryPolicy", "Budget", "call_budget", "current_budget", "retrying", "call_with_retries", "remaining_s",
+           "polling", "apolling"]

@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from agentgym.errors import ConfigError, InfraError
-from agentgym.reliability import RetryPolicy, call_budget, remaining_s, retrying
+from agentgym.reliability import RetryPolicy, call_with_retries, current_budget, remaining_s
 from agentgym.retrieval.base import RetrievedDocument
 from agentgym.retrieval.http import HTTPMessage, MalformedHTTP, encode_request, read_message
 
@@ -207,26 +207,26 @@ class RemoteRetriever:
     async def _call(self, method: str, path: str, payload: Any) -> Any:
         slots = self._bind_loop()
         attempts = 0
+
+        async def attempt() -> Any:
+            nonlocal attempts
+            attempts += 1
+            budget = current_budget()
+            try:
+                return await asyncio.wait_for(self._exchange(method, path, payload), remaining_s(self.timeout_s))
+            except _Transient as e:
+                if e.retry_after_s and budget is not None and not budget.spent:  # the service said when
+                    await asyncio.sleep(min(e.retry_after_s, self.policy.max_wait_s, budget.remaining_s()))
+                raise
+
         async with slots:
-            with call_budget(self.policy) as budget:
-                try:
-                    async for attempt in retrying(_TRANSIENT):
-                        with attempt:
-                            attempts += 1
-                            try:
-                                return await asyncio.wait_for(self._exchange(method, path, payload),
-                                                              remaining_s(self.timeout_s))
-                            except _Transient as e:
-                                if e.retry_after_s and not budget.spent:  # the service said when
-                                    await asyncio.sleep(min(e.retry_after_s, self.policy.max_wait_s,
-                                                            budget.remaining_s()))
-                                raise
-                except _TRANSIENT as e:
-                    raise RetrieverUnavailableError(
-                        f"retriever service at {self.url} failed {attempts} attempt(s): "
-                        f"{type(e).__name__}: {e or 'timed out'}. Is `agentgym serve-retriever` running?"
-                    ) from e
-        raise AssertionError("unreachable: retrying re-raises when it gives up")
+            try:
+                return await call_with_retries(attempt, _TRANSIENT, self.policy)
+            except _TRANSIENT as e:
+                raise RetrieverUnavailableError(
+                    f"retriever service at {self.url} failed {attempts} attempt(s): "
+                    f"{type(e).__name__}: {e or 'timed out'}. Is `agentgym serve-retriever` running?"
+                ) from e
 
     async def _connection(self, pooled: bool) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, bool]:
         """A connection and whether it was reused from the pool (``pooled``: may be)."""

@@ -146,3 +146,30 @@ def test_polling_waits_for_readiness_within_its_deadline():
             with attempt:
                 raise ConnectionRefusedError
     assert time.monotonic() - start < 1.0
+
+
+def test_call_with_retries_makes_the_same_tries_as_retrying():
+    from sandboxes.reliability import call_with_retries
+
+    calls: list[str] = []
+
+    async def fails_until(n: int):
+        calls.append("x")
+        if len(calls) < n:
+            raise Flaky("not yet")
+        return "done"
+
+    assert asyncio.run(call_with_retries(lambda: fails_until(3), Flaky, FAST)) == "done" and len(calls) == 3
+    calls.clear()
+    with pytest.raises(Flaky):
+        asyncio.run(call_with_retries(lambda: fails_until(99), Flaky, FAST))
+    assert len(calls) == 3
+
+    async def inside_an_operation_of_two_attempts():
+        with call_budget(RetryPolicy(attempts=2, initial_s=0.001)) as budget:
+            with pytest.raises(Flaky):
+                await call_with_retries(lambda: fails_until(99), Flaky, RetryPolicy(attempts=10))
+            return budget.retries
+
+    calls.clear()
+    assert asyncio.run(inside_an_operation_of_two_attempts()) == 1 and len(calls) == 2
