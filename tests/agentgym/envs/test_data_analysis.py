@@ -10,26 +10,17 @@ import pytest
 
 import agentgym  # noqa: F401 - registers the ids
 from agentgym.envs.data_analysis import DataAnalysisEnv
-from agentgym.resources import shared_resources
 from agentgym.errors import ConfigError
 from agentgym.policies import oracle_policy
 from agentgym.runner import run_episodes
-from agentgym.runtime import run_sync
 from sandboxes.errors import SandboxCrashedError
 from tasks.data_analysis.tiers import TEMPLATES
 
 ENV_ID = "agentgym/DataAnalysis-v1"
 
 
-@pytest.fixture(autouse=True)
-def _process_sandbox(monkeypatch):
-    monkeypatch.setenv("AGENTGYM_SANDBOX", "process")  # unit tests need no Docker
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _close_pools_after_module():
-    yield
-    run_sync(shared_resources().aclose())  # leave no sandbox running after the tests
+# the process backend (unit tests need no Docker), and no pool left after the module
+pytestmark = pytest.mark.usefixtures("process_sandbox", "close_pools_after_module")
 
 
 @pytest.fixture

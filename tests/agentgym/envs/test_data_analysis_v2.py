@@ -9,23 +9,14 @@ import agentgym  # noqa: F401 - registers the ids
 from agentgym.envs.data_analysis_v2 import DataAnalysisV2Env
 from agentgym.errors import ConfigError
 from agentgym.policies import oracle_policy
-from agentgym.resources import shared_resources
 from agentgym.runner import run_episodes
-from agentgym.runtime import run_sync
 from tasks.data_analysis.splits import HELD_TABLES, HELD_TEMPLATES
 
 ENV_ID = "agentgym/DataAnalysis-v2"
 
 
-@pytest.fixture(autouse=True)
-def _process_sandbox(monkeypatch):
-    monkeypatch.setenv("AGENTGYM_SANDBOX", "process")  # unit tests need no Docker
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _close_pools_after_module():
-    yield
-    run_sync(shared_resources().aclose())
+# the process backend (unit tests need no Docker), and no pool left after the module
+pytestmark = pytest.mark.usefixtures("process_sandbox", "close_pools_after_module")
 
 
 def _assert_oracle_solves(report):
