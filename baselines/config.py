@@ -230,6 +230,9 @@ class SFTConfig(_Section):
     section: ClassVar[str] = "sft."
     episodes: StrictInt = Field(0, ge=0)
     """Oracle episodes to imitate; 0 disables SFT."""
+    demonstrator: Literal["oracle", "search_reader"] = "oracle"
+    """Whom to imitate (``baselines.demonstrators``): ``oracle`` (the env's) or a policy
+    whose tokens follow from what it has seen, e.g. ``search_reader`` for Search."""
     steps: StrictInt = Field(300, ge=1)
     """Maximum SFT steps (fewer when ``stop_success`` is reached first)."""
     batch_size: StrictInt = Field(16, ge=1)
@@ -244,6 +247,18 @@ class SFTConfig(_Section):
     check_from: StrictInt = Field(0, ge=0)
     """First step at which the stop rule is checked (checks cost rollouts)."""
     check_tasks: StrictInt = Field(64, ge=1)
+    check_split: StrictStr | None = None
+    """Split the stop rule's tasks come from (None: the training split). A held-out split
+    stops on what generalises: on train tasks a model that memorised its demonstrations
+    passes the rule while it fails every new question (docs/training.md)."""
+    counterfactual: Real = Field(0.0, ge=0)
+    """Extra demonstrations, as a fraction of ``episodes``, with the entity and answer
+    swapped for another episode's (Search): they cannot be memorised, only read
+    (``baselines.demonstrators.counterfactual``)."""
+    observation_weight: Real = Field(0.0, ge=0)
+    """Weight of a language-modelling loss on the prompt and tool-result tokens, added
+    to the imitation loss (0: imitation only). It teaches copying from what the agent
+    reads (``baselines.sft.sft_train``)."""
 
 
 class LogConfig(_Section):

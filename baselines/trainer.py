@@ -227,12 +227,15 @@ class Trainer:
         return total // self.info.world_size
 
     def _warm_start(self, policy: torch.nn.Module, gym: Any) -> None:
+        from baselines.demonstrators import demonstrator
         from baselines.sft import oracle_trajectories, sft_train
 
         if self.info.strategy == "fsdp2":
             raise ConfigError("sft.episodes > 0 is not supported with dist.strategy=fsdp2; run SFT in one process first.")
         env = gym.make(self.config.env.id, **self.config.env.kwargs)
-        trajs = oracle_trajectories(env, self.chat, range(10_000, 10_000 + self.config.sft.episodes))
+        trajs = oracle_trajectories(env, self.chat, range(10_000, 10_000 + self.config.sft.episodes),
+                                    policy=demonstrator(self.config.sft.demonstrator),
+                                    counterfactual=self.config.sft.counterfactual, seed=self.config.seed)
         env.close()
         sft = self.config.sft
         checks: list[float] = []
@@ -243,18 +246,23 @@ class Trainer:
                 return False
             self.engine.sync_weights({k: v.detach() for k, v in policy.state_dict().items()})
             seeds = range(20_000, 20_000 + sft.check_tasks)  # same tasks on every rank: same decision
-            checks.append(self._success(self.config.env.kwargs.get("split", "train"), seeds, self.config.rollout.temperature))
-            logger.info("SFT step %d: sampled success %.3f on %d train tasks", done, checks[-1], sft.check_tasks)
+            split = sft.check_split or self.config.env.kwargs.get("split", "train")
+            checks.append(self._success(split, seeds, self.config.rollout.temperature))
+            logger.info("SFT step %d: sampled success %.3f on %d %s tasks", done, checks[-1], sft.check_tasks, split)
             return checks[-1] >= sft.stop_success
 
         t0 = time.perf_counter()
         losses = sft_train(policy, trajs, steps=sft.steps, batch_size=sft.batch_size, lr=sft.lr, pad_token_id=self.tokenizer.pad_token_id,
                            device=self.info.device, seed=self.config.seed, schedule=sft.schedule,
-                           should_stop=should_stop if sft.stop_success is not None else None, check_every=sft.check_every)
+                           should_stop=should_stop if sft.stop_success is not None else None, check_every=sft.check_every,
+                           observation_weight=sft.observation_weight)
         self.sft_metrics = {"sft/loss_first": losses[0], "sft/loss_last": float(np.mean(losses[-10:])), "sft/steps": float(len(losses)),
                             "sft/oracle_success": float(np.mean([t.success for t in trajs])), "sft/seconds": time.perf_counter() - t0}
         if checks:
             self.sft_metrics["sft/check_sampled_success"] = checks[-1]
+        if self.info.is_main:  # the SFT start, loadable with model.path=... sft.episodes=0 (one SFT, many RL runs)
+            policy.save_pretrained(self.run_dir / "sft_model")
+            self.tokenizer.save_pretrained(self.run_dir / "sft_model")
 
     def _make_ewma(self, policy: torch.nn.Module) -> EWMAModel | None:
         algo = self.config.algo
@@ -405,6 +413,7 @@ class Trainer:
                 break
         if cfg.eval_every:
             summary.update(_eval_summary(last_eval, "after"))  # the loop always evaluates its last step
+            summary.update(_gains(summary))
         self.save()
         return summary
 
@@ -432,7 +441,23 @@ class Trainer:
 
 
 def _eval_summary(metrics: dict[str, float], when: str) -> dict[str, float]:
-    out = {f"eval/success_{when}": metrics["eval/success_rate"]}
-    if "eval/sampled_success_rate" in metrics:
-        out[f"eval/sampled_success_{when}"] = metrics["eval/sampled_success_rate"]
+    """Greedy and sampled success with their binomial standard errors, sqrt(p(1-p)/n)."""
+    n = max(metrics.get("eval/episodes", 1.0), 1.0)
+    out: dict[str, float] = {}
+    for name, key in (("success", "eval/success_rate"), ("sampled_success", "eval/sampled_success_rate")):
+        if key in metrics:
+            p = metrics[key]
+            out[f"eval/{name}_{when}"] = p
+            out[f"eval/{name}_{when}_se"] = math.sqrt(p * (1 - p) / n)
+    return out
+
+
+def _gains(summary: dict[str, float]) -> dict[str, float]:
+    """after - before, with the standard error of a difference of two independent
+    estimates, sqrt(se_before^2 + se_after^2) (conservative: the tasks are the same)."""
+    out = {}
+    for name in ("success", "sampled_success"):
+        if f"eval/{name}_before" in summary and f"eval/{name}_after" in summary:
+            out[f"eval/{name}_gain"] = summary[f"eval/{name}_after"] - summary[f"eval/{name}_before"]
+            out[f"eval/{name}_gain_se"] = math.hypot(summary[f"eval/{name}_before_se"], summary[f"eval/{name}_after_se"])
     return out

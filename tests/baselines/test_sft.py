@@ -42,3 +42,27 @@ def test_without_a_stop_rule_all_steps_run_and_loss_falls():
     losses = sft_train(_model(), _trajs(), steps=40, batch_size=4, lr=1e-2, pad_token_id=0, schedule="constant")
     assert len(losses) == 40
     assert sum(losses[-5:]) / 5 < losses[0]
+
+
+def test_observation_weight_trains_the_observed_tokens_and_reports_the_imitation_loss():
+    """Language modelling on the prompt tokens: their NLL falls only when weighted, and
+    the returned loss stays the generated tokens' NLL (comparable across weights)."""
+    from baselines.logprobs import sequence_logprobs
+    from baselines.trajectory import collate
+
+    def prompt_nll(model: torch.nn.Module) -> float:
+        batch = collate(_trajs(), torch.zeros(4), 0)
+        with torch.no_grad():
+            logp, _ = sequence_logprobs(model, batch.input_ids, batch.attention_mask)
+        seen = batch.attention_mask.float() * (1 - batch.loss_mask.float())
+        seen[:, 0] = 0
+        return float(-(logp * seen).sum() / seen.sum())
+
+    start = prompt_nll(_model())
+    plain, weighted = _model(), _model()
+    plain_losses = sft_train(plain, _trajs(), steps=30, batch_size=4, lr=1e-2, pad_token_id=0, schedule="constant")
+    weighted_losses = sft_train(weighted, _trajs(), steps=30, batch_size=4, lr=1e-2, pad_token_id=0, schedule="constant",
+                                observation_weight=1.0)
+    assert prompt_nll(weighted) < 0.2 * start  # the fixed prompt [1, 2, 3] is learned
+    assert prompt_nll(plain) > 0.5 * start      # imitation alone leaves it near chance
+    assert weighted_losses[0] == plain_losses[0]  # same first batch, same reported (imitation) loss

@@ -25,6 +25,10 @@ def _config(tmp_path, model_dir, steps, resume=False, extra=()):
 def test_train_checkpoint_and_resume(tmp_path, trained_model_dir):
     trainer = Trainer(_config(tmp_path, trained_model_dir, steps=2))
     assert trainer.sft_metrics["sft/oracle_success"] == 1.0 and trainer.sft_metrics["sft/steps"] == 4
+    # The SFT start is saved as a model directory: RL runs (an ablation) can share it.
+    from transformers import AutoModelForCausalLM
+    saved = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "sft_model")
+    assert all(torch.equal(a, b) for a, b in zip(saved.state_dict().values(), trainer.model.state_dict().values()))
     trainer.train()
     trainer.close()
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
