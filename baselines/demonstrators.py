@@ -93,46 +93,72 @@ def demonstrator(name: str) -> Demonstrator:
 Slots = tuple[str, dict[str, str]]
 """(kind, {slot: text as the episode shows it}): episodes of one kind can swap slots."""
 
-_ANSWER_ARG = re.compile(r'"name": "answer", "arguments": \{"answer": (".*?"|[-\d.]+)\}')
+_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
 
 
-def episode_slots(env: Any) -> Slots | None:
-    """The swappable strings of the env's current (just played) Search episode: the
-    entity the question names (its document's title, less a ``(city profile)``-style
-    suffix) and the answer as written. None when the env is not Search or the question
-    does not name the title."""
-    task = getattr(env.unwrapped, "task", None)
-    question = getattr(task, "question", None)
-    if question is None or not hasattr(question, "supporting_doc_ids") or len(question.supporting_doc_ids) != 1:
+def episode_slots(env: Any, messages: list[dict[str, Any]]) -> Slots | None:
+    """The swappable strings of the episode just played on ``env`` (``messages``).
+
+    - ``answer``: the final answer call's value, when a tool result showed it (Search's
+      year or country read from a snippet; DataAnalysis's printed value);
+    - ``entity`` (Search): what the question names, its document's title less a
+      ``(city profile)``-style suffix.
+
+    The kind is the question's template (Search) or the answer's shape (a whole number,
+    a decimal, text), so a swap keeps a year a year. None when nothing can be swapped.
+    """
+    slots: dict[str, str] = {}
+    answer = _final_answer(messages)
+    if answer is not None and _shown(messages, answer):
+        slots["answer"] = answer
+    question = getattr(getattr(env.unwrapped, "task", None), "question", None)
+    docs = getattr(question, "supporting_doc_ids", ())
+    if len(docs) == 1 and hasattr(env.unwrapped, "dataset"):
+        doc = env.unwrapped.dataset.corpus.get(docs[0])
+        entity = re.sub(r"\s*\([^)]*\)$", "", doc.title) if doc is not None else ""
+        if entity and entity in question.question:
+            slots["entity"] = entity
+    if not slots:
         return None
-    doc = env.unwrapped.dataset.corpus.get(question.supporting_doc_ids[0])
-    entity = re.sub(r"\s*\([^)]*\)$", "", doc.title) if doc is not None else ""
-    if not entity or entity not in question.question:
-        return None
-    kind = str(getattr(question, "template", "") or "").split(":")[0] or "any"
-    return kind, {"entity": entity, "answer": question.answer}
+    template = str(getattr(question, "template", "") or "")
+    shape = "int" if re.fullmatch(r"-?\d+", answer or "") else "decimal" if re.fullmatch(r"-?\d+\.\d*", answer or "") else "text"
+    return f"{template}|{shape}|{','.join(sorted(slots))}", slots
+
+
+def _final_answer(messages: list[dict[str, Any]]) -> str | None:
+    """The value of the last assistant turn's ``answer`` call, as text (one argument)."""
+    last = next((m for m in reversed(messages) if m["role"] == "assistant"), None)
+    for raw in _CALL.findall(last["content"] if last else ""):
+        try:
+            call = json.loads(raw)
+        except json.JSONDecodeError:
+            continue
+        values = list(call.get("arguments", {}).values()) if call.get("name") == "answer" else []
+        if len(values) == 1 and isinstance(values[0], (str, int, float)) and not isinstance(values[0], bool):
+            return str(values[0])
+    return None
 
 
 def counterfactual(played: list[tuple], slots: list[Slots | None], n: int, seed: int = 0):
     """``n`` episodes that cannot be memorised: each copies a played episode with its
-    entity and answer swapped, everywhere they occur (question, actions, results), for
-    another episode's of the same kind ("When did Ernst Mach die?" ... "(1838-1924)"
-    ... answer "1924"). A model that memorised "Ernst Mach -> 1916" is wrong on the
-    copy; one that reads the result is right on both, so imitation rewards reading.
-
-    Episodes whose answer the demonstrator never saw are not used (their swapped answer
-    would be unreadable too). Yields ``(messages, tools, task_id, reward, success)``.
+    slots swapped for another episode's of the same kind, everywhere they occur ("When
+    did Ernst Mach die?" ... "(1838-1924)" ... answer "1924"). A model that memorised
+    "Ernst Mach -> 1916" is wrong on the copy; one that copies what it read is right on
+    both, so imitation rewards reading. The answer is swapped only after the task's
+    prompt (a DataAnalysis question's numbers are left alone). Yields ``(messages,
+    tools, task_id, reward, success)``.
     """
     import random
 
     rng = random.Random(seed)
     by_kind: dict[str, list[int]] = {}
     for i, s in enumerate(slots):
-        if s is not None and _shown(played[i][0], s[1]["answer"]):
+        if s is not None:
             by_kind.setdefault(s[0], []).append(i)
     pool = [i for group in by_kind.values() if len(group) > 1 for i in group]
     if not pool:
-        raise ValueError("Expected episodes with swappable slots (Search questions naming their document), actual: none")
+        raise ValueError("Expected episodes whose answer a tool result showed (or a Search entity), two of a kind; "
+                         "actual: none (sft.counterfactual needs them)")
     for _ in range(n):
         i = rng.choice(pool)
         kind, mine = slots[i]  # type: ignore[misc]
@@ -140,11 +166,15 @@ def counterfactual(played: list[tuple], slots: list[Slots | None], n: int, seed:
         theirs = slots[j][1]  # type: ignore[index]
         mapping = {mine[k]: theirs[k] for k in mine if mine[k] != theirs[k]}
         messages, tools, task_id, reward, success = played[i]
-        yield [_swap(m, mapping) for m in messages], tools, f"{task_id}#cf{j}", reward, success
+        first = next(k for k, m in enumerate(messages) if m["role"] == "assistant")
+        prompt_mapping = {a: b for a, b in mapping.items() if a != mine.get("answer")}
+        swapped = [_swap(m, prompt_mapping if k < first else mapping) for k, m in enumerate(messages)]
+        yield swapped, tools, f"{task_id}#cf{j}", reward, success
 
 
 def _shown(messages: list[dict[str, Any]], answer: str) -> bool:
-    seen = " ".join(m["content"] for m in messages if m["role"] not in ("assistant", "system"))
+    first = next((k for k, m in enumerate(messages) if m["role"] == "assistant"), len(messages))
+    seen = " ".join(m["content"] for m in messages[first:] if m["role"] != "assistant")
     return answer.casefold() in seen.casefold()
 
 

@@ -139,13 +139,69 @@ def run(dry_run: bool, run_dir: str, engine: str | None = None, model: str | Non
     return 0 if not failures else 1
 
 
+# The Search recipe (docs/training.md, "GPU recipe"): search_cpu.yaml's task and SFT
+# (search_reader demonstrations, counterfactual copies, observation loss, stop on
+# validation success), a wider model in bf16 and larger batches. Unmeasured on a GPU
+# until one is lent; the CPU dry run (tiny sizes, a few steps) checks that it runs.
+_SEARCH_GPU = ["device=cuda", "model.dtype=bfloat16", "algo.lr=2e-4",
+               "model.tiny={vocab_size: 4096, hidden_size: 512, intermediate_size: 1536, num_hidden_layers: 8, num_attention_heads: 8, num_key_value_heads: 4}",
+               "rollout.tasks_per_step=16", "rollout.group_size=8", "rollout.max_batch_size=256", "algo.micro_batch_size=32",
+               "sft.batch_size=32", "sft.lr=1e-3", "eval_tasks=256"]
+_SEARCH_CPU = ["device=cpu", "model.dtype=float32", "eval_tasks=8", "rollout.tasks_per_step=2", "rollout.group_size=4",
+               "model.tiny={vocab_size: 1024, hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 2, num_key_value_heads: 1}",
+               "sft.episodes=64", "sft.steps=4", "sft.check_from=1000", "algo.micro_batch_size=8"]
+
+
+def run_search(dry_run: bool, run_dir: str, engine: str | None = None, steps: int = 20) -> int:
+    """The GPU recipe: SFT then ``steps`` PPO-EWMA steps on Search-v2 (1 hop), printing
+    held-out success before and after (greedy and sampled, with standard errors),
+    tokens/s per step and peak GPU memory."""
+    from baselines.config import load_config
+    from baselines.trainer import Trainer
+
+    if not dry_run and not torch.cuda.is_available():
+        print("gpu_check: no CUDA device; use --dry-run for the CPU path", file=sys.stderr)
+        return 2
+    engine = engine or default_engine()
+    overrides = [*(_SEARCH_CPU if dry_run else _SEARCH_GPU), f"rollout.engine={engine}", f"steps={steps}", f"eval_every={steps}",
+                 "eval_sampled=true", f"log.run_dir={run_dir}/search", "log.tensorboard=false", f"model.tiny_dir={run_dir}/search-model"]
+    cfg = load_config("baselines/configs/search_cpu.yaml", overrides)
+    t0 = time.perf_counter()
+    trainer = Trainer(cfg)
+    n_params = sum(p.numel() for p in trainer.model.parameters())
+    print(f"gpu_check: search: engine {engine}, model {n_params / 1e6:.1f}M params, {cfg.model.dtype}, setup+SFT "
+          f"{time.perf_counter() - t0:.1f}s ({trainer.sft_metrics.get('sft/steps', 0):.0f} SFT steps)")
+    trainer.on_metrics = lambda step, m: print(
+        f"gpu_check: search step {step}: train success {m.get('reward/success_rate', float('nan')):.2f}, "
+        f"rollout {m.get('perf/rollout_tokens_per_s', float('nan')):.0f} tok/s, train {m.get('perf/train_tokens_per_s', float('nan')):.0f} tok/s",
+        flush=True) if step else None
+    try:
+        summary = trainer.train()
+    finally:
+        trainer.close()
+    for name in ("success", "sampled_success"):
+        b, a = summary.get(f"eval/{name}_before"), summary.get(f"eval/{name}_after")
+        if b is not None and a is not None:
+            print(f"gpu_check: search held-out {name.replace('_', ' ')}: {b:.3f} +- {summary[f'eval/{name}_before_se']:.3f} -> "
+                  f"{a:.3f} +- {summary[f'eval/{name}_after_se']:.3f} (gain {summary[f'eval/{name}_gain']:+.3f} +- "
+                  f"{summary[f'eval/{name}_gain_se']:.3f})")
+    if torch.cuda.is_available() and not dry_run:
+        print(f"gpu_check: search peak GPU memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB")
+    print(f"gpu_check: search total {time.perf_counter() - t0:.1f}s; DONE")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="CPU, tiny model, float32")
     parser.add_argument("--run-dir", default="runs/gpu_check")
     parser.add_argument("--engine", choices=["hf", "vllm"], default=None, help="default: vllm when installed, else hf")
     parser.add_argument("--model", default=None, help="a local HF model directory (default: build the tiny model and SFT it)")
+    parser.add_argument("--search", action="store_true", help="run the Search recipe (SFT + --search-steps PPO-EWMA steps) instead")
+    parser.add_argument("--search-steps", type=int, default=20)
     args = parser.parse_args(argv)
+    if args.search:
+        return run_search(args.dry_run, args.run_dir, args.engine, args.search_steps)
     return run(args.dry_run, args.run_dir, args.engine, args.model)
 
 

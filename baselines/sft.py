@@ -36,7 +36,7 @@ def oracle_trajectories(env: Any, chat: ChatTokenizer, seeds: Sequence[int],
     played, slots = [], []
     for s in seeds:
         played.append(_play(env, policy, int(s)))
-        slots.append(episode_slots(env) if counterfactual > 0 else None)  # the task is still the episode's
+        slots.append(episode_slots(env, played[-1][0]) if counterfactual > 0 else None)  # the task is still the episode's
     out = [_tokenise(chat, *p[:2], group_id=i, task_id=p[2], reward=p[3], success=p[4]) for i, p in enumerate(played)]
     extra = int(round(counterfactual * len(played)))
     if extra:

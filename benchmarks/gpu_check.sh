@@ -6,6 +6,9 @@
 #   bash benchmarks/gpu_check.sh            # on the GPU machine
 #   bash benchmarks/gpu_check.sh --dry-run  # anywhere: CPU, tiny model, no installs
 #   MODEL_PATH=DIR ...                      # start from a local model instead of SFT
+#   bash benchmarks/gpu_check.sh --search   # the Search recipe: SFT + 20 PPO-EWMA steps on
+#                                           # Search-v2, held-out success, tok/s, peak memory
+#                                           # (its own call: under the device's 10-minute limit)
 #
 # Installs agentgym from this working tree with --no-deps, plus small wheels carried in
 # benchmarks/wheels/ (gitignored) with --no-index --find-links. Prepare them on a machine
@@ -17,10 +20,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DRY_RUN=0
+MODE=()
 for arg in "$@"; do
   case "$arg" in
     --dry-run) DRY_RUN=1 ;;
-    *) echo "usage: $0 [--dry-run]" >&2; exit 2 ;;
+    --search) MODE=(--search --search-steps "${SEARCH_STEPS:-20}") ;;
+    *) echo "usage: $0 [--dry-run] [--search]" >&2; exit 2 ;;
   esac
 done
 PY="${PYTHON:-python}"
@@ -38,8 +43,8 @@ if [ "$DRY_RUN" = 0 ]; then
   "$PY" -m pip install --quiet --no-index --no-deps --no-build-isolation -e . 2>/dev/null \
     || echo "gpu_check: editable install unavailable; using PYTHONPATH"
   export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-  exec timeout 470 "$PY" -m baselines.gpu_check --run-dir "$RUN_DIR" ${ENGINE:+--engine "$ENGINE"} ${MODEL_PATH:+--model "$MODEL_PATH"}
+  exec timeout 570 "$PY" -m baselines.gpu_check --run-dir "$RUN_DIR" ${ENGINE:+--engine "$ENGINE"} ${MODEL_PATH:+--model "$MODEL_PATH"} "${MODE[@]}"
 else
   export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-  exec timeout 600 "$PY" -m baselines.gpu_check --dry-run --run-dir "$RUN_DIR" ${ENGINE:+--engine "$ENGINE"} ${MODEL_PATH:+--model "$MODEL_PATH"}
+  exec timeout 600 "$PY" -m baselines.gpu_check --dry-run --run-dir "$RUN_DIR" ${ENGINE:+--engine "$ENGINE"} ${MODEL_PATH:+--model "$MODEL_PATH"} "${MODE[@]}"
 fi

@@ -122,3 +122,23 @@ def test_counterfactual_copies_swap_entity_and_answer_everywhere(chat):
         assert _calls(copy.messages[2]["content"])[0]["arguments"]["query"] == question.removeprefix("Question: ")
         changed += question != source.messages[1]["content"] and answer != _calls(source.messages[-1]["content"])[0]["arguments"]["answer"]
     assert changed >= 10  # a donor of the same kind differs in both (the same episode may be drawn)
+
+
+def test_counterfactual_data_analysis_swaps_the_printed_value_not_the_question(chat):
+    from baselines.sft import oracle_trajectories
+
+    env = gym.make("agentgym/DataAnalysis-v2", tier=1, backend="process", max_turns=3)
+    try:
+        trajs = oracle_trajectories(env, chat, range(24), counterfactual=0.5, seed=3)
+    finally:
+        env.close()
+    by_id = {t.task_id: t for t in trajs[:24]}
+    swapped = 0
+    for copy in trajs[24:]:
+        source = by_id[copy.task_id.split("#cf")[0]]
+        assert copy.messages[:2] == source.messages[:2]  # the prompt (question, file list) is the source's
+        printed = copy.messages[3]["content"].strip()
+        answer = next(iter(_calls(copy.messages[4]["content"])[0]["arguments"].values()))
+        assert str(answer) == printed  # still the value the tool showed
+        swapped += printed != source.messages[3]["content"].strip()
+    assert swapped >= 6
