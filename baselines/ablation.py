@@ -10,12 +10,13 @@ band; ``ablation.json`` and ``ablation.md`` hold the numbers.
     python -m baselines.ablation --config baselines/configs/search_cpu.yaml \\
         --sft-model runs/search_cpu/sft_model --seeds 0 1 2 --steps 20 --out runs/ablation
 
-Variants run one after another in this process (a quiet machine: no two at once).
+Variants run one after another in this process; to use two cores, split them over two
+processes with ``--only`` and merge with ``--combine OUT_A OUT_B --out OUT``.
 """
 
 from __future__ import annotations
 
-__all__ = ["VARIANTS", "run"]
+__all__ = ["VARIANTS", "combine", "run"]
 
 import argparse
 import json
@@ -118,10 +119,25 @@ def _plot(results: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def combine(parts: list[Path], out: Path) -> dict:
+    """Merge the ``ablation.json`` of runs split over processes (``--only``) into one
+    table and one plot."""
+    results: dict = {}
+    for part in parts:
+        results.update(json.loads((part / "ablation.json").read_text()))
+    results = {name: results[name] for name in VARIANTS if name in results}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "ablation.json").write_text(json.dumps(results, indent=1))
+    (out / "ablation.md").write_text(_table(results))
+    _plot(results, out / "ablation.png")
+    return results
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--config", required=True)
-    p.add_argument("--sft-model", required=True, help="a run's sft_model/ directory (the shared start)")
+    p.add_argument("--config")
+    p.add_argument("--sft-model", help="a run's sft_model/ directory (the shared start)")
+    p.add_argument("--combine", type=Path, nargs="+", default=None, help="merge these --out directories into --out")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--eval-every", type=int, default=5)
@@ -129,6 +145,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", type=Path, default=Path("runs/ablation"))
     p.add_argument("--only", nargs="*", default=None, help="variant names to run (default: all)")
     a = p.parse_args(argv)
+    if a.combine:
+        combine(a.combine, a.out)
+        return
+    if not a.config or not a.sft_model:
+        p.error("--config and --sft-model are required (or --combine)")
     run(a.config, a.sft_model, a.seeds, a.steps, a.eval_every, a.eval_tasks, a.out, a.only)
 
 

@@ -230,6 +230,10 @@ class SFTConfig(_Section):
     section: ClassVar[str] = "sft."
     episodes: StrictInt = Field(0, ge=0)
     """Oracle episodes to imitate; 0 disables SFT."""
+    env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Merged over ``env.kwargs`` for the demonstration env only, e.g. Search's
+    ``{train_part: [0, 2]}`` with ``env.kwargs.train_part: [1, 2]``: RL then trains on
+    questions imitation never showed."""
     demonstrator: Literal["oracle", "search_reader"] = "oracle"
     """Whom to imitate (``baselines.demonstrators``): ``oracle`` (the env's) or a policy
     whose tokens follow from what it has seen, e.g. ``search_reader`` for Search."""

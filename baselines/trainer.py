@@ -232,7 +232,7 @@ class Trainer:
 
         if self.info.strategy == "fsdp2":
             raise ConfigError("sft.episodes > 0 is not supported with dist.strategy=fsdp2; run SFT in one process first.")
-        env = gym.make(self.config.env.id, **self.config.env.kwargs)
+        env = gym.make(self.config.env.id, **{**self.config.env.kwargs, **self.config.sft.env_kwargs})
         trajs = oracle_trajectories(env, self.chat, range(10_000, 10_000 + self.config.sft.episodes),
                                     policy=demonstrator(self.config.sft.demonstrator),
                                     counterfactual=self.config.sft.counterfactual, seed=self.config.seed)
@@ -257,7 +257,9 @@ class Trainer:
                            should_stop=should_stop if sft.stop_success is not None else None, check_every=sft.check_every,
                            observation_weight=sft.observation_weight)
         self.sft_metrics = {"sft/loss_first": losses[0], "sft/loss_last": float(np.mean(losses[-10:])), "sft/steps": float(len(losses)),
-                            "sft/oracle_success": float(np.mean([t.success for t in trajs])), "sft/seconds": time.perf_counter() - t0}
+                            "sft/oracle_success": float(np.mean([t.success for t in trajs])), "sft/seconds": time.perf_counter() - t0,
+                            "sft/episodes": float(len(trajs)),
+                            "sft/tokens": float(len(losses) * sft.batch_size * np.mean([len(t.token_ids) for t in trajs]))}
         if checks:
             self.sft_metrics["sft/check_sampled_success"] = checks[-1]
         if self.info.is_main:  # the SFT start, loadable with model.path=... sft.episodes=0 (one SFT, many RL runs)
@@ -394,12 +396,14 @@ class Trainer:
         cfg = self.config
         summary: dict[str, float] = dict(self.sft_metrics)
         last_eval: dict[str, float] = {}
+        started, rollout_tokens = time.perf_counter(), 0.0
         if cfg.eval_every:
             last_eval = self.evaluate()
             summary.update(_eval_summary(last_eval, "before"))
             self._log(self.step, {**self.sft_metrics, **last_eval})
         while self.step < cfg.steps:
             metrics = self.train_step()
+            rollout_tokens += metrics.get("rollout/generated_tokens", 0.0)
             if cfg.eval_every and (self.step % cfg.eval_every == 0 or self.step == cfg.steps):
                 last_eval = self.evaluate()
                 metrics.update(last_eval)
@@ -414,6 +418,8 @@ class Trainer:
         if cfg.eval_every:
             summary.update(_eval_summary(last_eval, "after"))  # the loop always evaluates its last step
             summary.update(_gains(summary))
+        summary["run/rl_seconds"] = time.perf_counter() - started  # what a run costs (with its evaluations)
+        summary["run/rl_rollout_tokens"] = rollout_tokens
         self.save()
         return summary
 

@@ -37,6 +37,8 @@ import json
 import math
 import os
 import threading
+import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,6 +146,10 @@ class SearchFamily(TaskFamily):
             of the retriever service.
         hops: only questions that need this many documents (1 to 4 in the bundled data): the
             difficulty knob; ``None`` draws from every hop count.
+        train_part: ``[k, n]`` keeps the k-th of n fixed parts of the *train* split (by a
+            hash of the question id; other splits are whole): two envs with parts 0 and 1
+            draw disjoint training questions, e.g. SFT demonstrations and RL tasks, so RL
+            is rewarded on questions imitation never showed.
         progress: called with (stage, fraction) while data or index are built the first time.
     """
 
@@ -169,12 +175,19 @@ class SearchFamily(TaskFamily):
         retriever_retries: int = 2,
         retriever_max_concurrency: int = 64,
         hops: int | None = None,
+        train_part: Sequence[int] | None = None,
         progress: ProgressCallback | None = None,
     ) -> None:
         if hops is not None and (isinstance(hops, bool) or not isinstance(hops, int) or hops < 1):
             raise ConfigError(f"Expected hops to be a positive int (documents a question needs) or None (any), "
                               f"actual value: {hops!r}")
         self.hops = hops
+        if train_part is not None:
+            part = list(train_part) if isinstance(train_part, (list, tuple)) else []
+            if len(part) != 2 or any(isinstance(x, bool) or not isinstance(x, int) for x in part) or not 0 <= part[0] < part[1] or part[1] < 2:
+                raise ConfigError(f"Expected train_part to be [k, n] with 0 <= k < n and n >= 2, actual value: {train_part!r}")
+            train_part = (part[0], part[1])
+        self.train_part: tuple[int, int] | None = train_part
         if style not in ("tool_calls", "tags"):
             raise ConfigError(f"Expected style 'tool_calls' or 'tags', actual value: {style!r}")
         if not 1 <= topk <= max_topk <= 100:
@@ -202,6 +215,7 @@ class SearchFamily(TaskFamily):
         # Every check that can refuse the config runs before a shared client is taken:
         # a family that raises here is never closed, so it must hold nothing.
         self._by_hops: dict[str, tuple[Question, ...]] = {}
+        self._by_part: dict[str, tuple[Question, ...]] = {}
         self._questions_of(split)  # an empty split is a config error now, not at the first reset
         self._retriever_corpus = (None if retriever_url is None else
                                   _check_remote_corpus(retriever_url, self.dataset.corpus.version, retriever_timeout_s))
@@ -220,6 +234,9 @@ class SearchFamily(TaskFamily):
 
     def _questions_of(self, split: str) -> list[Question]:
         questions = self.dataset.questions(split)
+        if split == "train" and self.train_part is not None:
+            k, n = self.train_part
+            questions = self._by_part.setdefault(split, tuple(q for q in questions if zlib.crc32(q.id.encode()) % n == k))
         if self.hops is not None:
             questions = self._by_hops.setdefault(split, tuple(q for q in questions if q.num_hops == self.hops))
             if not questions:
@@ -302,6 +319,7 @@ class SearchFamily(TaskFamily):
             "questions_version": self.dataset.version,
             "dataset_builder": self.dataset.builder,
             "hops": self.hops,
+            **({} if self.train_part is None else {"train_part": list(self.train_part)}),
             "questions": self.dataset.histograms(),
             "retrieval": INDEX_FORMAT,
             "topk": self.topk,

@@ -41,6 +41,25 @@ def test_hops_is_checked_and_named_by_the_fingerprint():
     b.close()
 
 
+def test_train_part_splits_training_questions_into_disjoint_parts():
+    """SFT on part 0 and RL on part 1 never share a training question; held-out splits
+    are whole; the part is in the fingerprint; a malformed part is a config error."""
+    families = [gym.make("agentgym/Search-v2", hops=1, train_part=[k, 2]).unwrapped.family for k in (0, 1)]
+    whole = gym.make("agentgym/Search-v2", hops=1).unwrapped.family
+    parts = [{q.id for q in f._questions_of("train")} for f in families]
+    assert parts[0] and parts[1] and not parts[0] & parts[1]
+    assert parts[0] | parts[1] == {q.id for q in whole._questions_of("train")}
+    assert [q.id for q in families[0]._questions_of("test")] == [q.id for q in whole._questions_of("test")]
+    env = gym.make("agentgym/Search-v2", hops=1, train_part=[1, 2])
+    for seed in range(40):
+        env.reset(seed=seed)
+        assert env.unwrapped.task.question.id in parts[1]
+    assert fingerprint_diff(gym.make("agentgym/Search-v2", hops=1), env) == {"train_part": (None, [1, 2])}
+    for bad in ([2, 2], [0], [0, 1], [True, 2], "0,2"):
+        with pytest.raises(ConfigError, match="train_part"):
+            gym.make("agentgym/Search-v2", train_part=bad)
+
+
 def test_fingerprint_diff_names_the_histogram_cells_of_another_dataset(tmp_path):
     qa = tmp_path / "qa.jsonl"
     qa.write_text(json.dumps({"question": "What is the capital of France?", "golden_answers": ["Paris"],
