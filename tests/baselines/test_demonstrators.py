@@ -142,3 +142,32 @@ def test_counterfactual_data_analysis_swaps_the_printed_value_not_the_question(c
         assert str(answer) == printed  # still the value the tool showed
         swapped += printed != source.messages[3]["content"].strip()
     assert swapped >= 6
+
+
+def test_trainer_draws_demonstrations_from_sft_env_kwargs(tmp_path, tiny_model_dir, monkeypatch):
+    """sft.env_kwargs reach the demonstration env: with train_part [0, 2] for SFT and
+    [1, 2] for RL, every demonstrated question is in part 0 (a spy that calls through)."""
+    import baselines.sft as sft
+    from baselines.trainer import Trainer
+
+    played: list[str] = []
+    real = sft.oracle_trajectories
+
+    def spy(env, *args, **kwargs):
+        trajs = real(env, *args, **kwargs)
+        played.extend(t.task_id for t in trajs)
+        return trajs
+
+    monkeypatch.setattr(sft, "oracle_trajectories", spy)
+    cfg = load_config(None, [
+        f"model.path={tiny_model_dir}", f"log.run_dir={tmp_path}/run", "log.tensorboard=false", "device=cpu", "steps=1",
+        "eval_every=0", "env.id=agentgym/Search-v2",
+        "env.kwargs={hops: 1, topk: 1, snippet_chars: 160, page_chars: 200, max_turns: 3, train_part: [1, 2]}",
+        "sft.env_kwargs={train_part: [0, 2]}", "sft.demonstrator=search_reader", "sft.episodes=12", "sft.steps=1",
+        "sft.batch_size=2", "rollout.tasks_per_step=1", "rollout.group_size=2", "algo.micro_batch_size=2",
+        "algo.num_minibatches=1"])
+    trainer = Trainer(cfg)
+    trainer.close()
+    part0 = {q.id for q in gym.make("agentgym/Search-v2", hops=1, train_part=[0, 2]).unwrapped.family._questions_of("train")}
+    assert len(played) == 12 and all(task_id in part0 for task_id in played)
+    assert (tmp_path / "run" / "sft_model" / "config.json").exists()
