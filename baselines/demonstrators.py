@@ -5,7 +5,7 @@ solution, which is what it is for: proving the task solvable. It is not always a
 teacher. Search's oracle searches a document's title *and opens its doc id in the same
 turn*, before it has seen any result; a model cannot learn to write an id it has not
 seen, so imitating that turn teaches it to make ids up (measured: the tiny model trained
-on it for 800 steps never solved a held-out 1-hop question, docs/training.md).
+on it for 800 steps solved 1 of 128 held-out 1-hop questions, docs/training.md).
 
 A *demonstrator* is a policy whose every written token follows from what the episode
 has shown so far (the question, the tool results); the hidden solution only decides
@@ -55,7 +55,7 @@ def search_reader(env: Any) -> str:
 
     Every token written is in the prompt or an observation except when the answer was
     never shown (the top results and the opened page both lack it): then it answers the
-    gold answer, which is rare (about 7% of 1-hop test questions) and keeps the episode a
+    gold answer (measured: 14 of 200 1-hop test questions), which keeps the episode a
     success so the demonstration stays a good one.
     """
     unwrapped = env.unwrapped
