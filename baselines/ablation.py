@@ -65,12 +65,13 @@ def run(config: str, sft_model: str, seeds: list[int], steps: int, eval_every: i
                 trainer.train()
             finally:
                 trainer.close()
-            rows = [r for r in read_metrics(run_dir) if "eval/sampled_success_rate" in r]
+            logged = read_metrics(run_dir)
+            rows = [r for r in logged if "eval/sampled_success_rate" in r]
             curves.append({"seed": seed, "seconds": time.perf_counter() - t0,
                            "steps": [int(r["step"]) for r in rows],
                            "sampled": [r["eval/sampled_success_rate"] for r in rows],
                            "greedy": [r["eval/success_rate"] for r in rows],
-                           "optimizer_steps": sum(r.get("train/optimizer_steps", 0) for r in read_metrics(run_dir))})
+                           "optimizer_steps": sum(r.get("train/optimizer_steps", 0) for r in logged)})
             print(f"ablation: {name} seed {seed}: sampled {curves[-1]['sampled']}, {curves[-1]['seconds']:.0f} s", flush=True)
         results[name] = {"knobs": variant, "runs": curves}
     out.mkdir(parents=True, exist_ok=True)

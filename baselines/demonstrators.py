@@ -72,7 +72,8 @@ def search_reader(env: Any) -> str:
         return _call("answer", answer=span)
     if last.name == "search":
         ids = _DOC_ID.findall(last.output)
-        gold = [d for d in ids if d in set(question.supporting_doc_ids)]
+        support = set(question.supporting_doc_ids)
+        gold = [d for d in ids if d in support]
         if ids:
             return _call("open", doc_id=(gold or ids)[0])
     return _call("answer", answer=question.answer)
@@ -168,7 +169,8 @@ def counterfactual(played: list[tuple], slots: list[Slots | None], n: int, seed:
         messages, tools, task_id, reward, success = played[i]
         first = next(k for k, m in enumerate(messages) if m["role"] == "assistant")
         prompt_mapping = {a: b for a, b in mapping.items() if a != mine.get("answer")}
-        swapped = [_swap(m, prompt_mapping if k < first else mapping) for k, m in enumerate(messages)]
+        in_prompt, after = _swapper(prompt_mapping), _swapper(mapping)
+        swapped = [(in_prompt if k < first else after)(m) for k, m in enumerate(messages)]
         yield swapped, tools, f"{task_id}#cf{j}", reward, success
 
 
@@ -178,9 +180,18 @@ def _shown(messages: list[dict[str, Any]], answer: str) -> bool:
     return answer.casefold() in seen.casefold()
 
 
-def _swap(message: dict[str, Any], mapping: dict[str, str]) -> dict[str, Any]:
-    if message["role"] == "system" or not mapping:
-        return message
+def _swapper(mapping: dict[str, str]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A message -> message function replacing every key of ``mapping`` (whole words,
+    any case) by its value in one pass, so a value is never replaced again; the system
+    prompt is left alone. The pattern is compiled once per episode, not per message."""
+    if not mapping:
+        return lambda message: message
     pattern = re.compile("|".join(rf"(?<!\w){re.escape(k)}(?!\w)" for k in sorted(mapping, key=len, reverse=True)), re.I)
     lower = {k.casefold(): v for k, v in mapping.items()}
-    return {**message, "content": pattern.sub(lambda m: lower[m.group(0).casefold()], message["content"])}
+
+    def swap(message: dict[str, Any]) -> dict[str, Any]:
+        if message["role"] == "system":
+            return message
+        return {**message, "content": pattern.sub(lambda m: lower[m.group(0).casefold()], message["content"])}
+
+    return swap
