@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["DEMONSTRATORS", "Demonstrator", "counterfactual", "demonstrator", "episode_slots", "search_reader"]
+__all__ = ["DEMONSTRATORS", "Demonstrator", "counterfactual", "demonstrator", "episode_slots", "invented_name", "search_reader"]
 
 Demonstrator = Callable[[Any], str]
 """``(env) -> action text`` for the env's current episode state."""
@@ -140,14 +140,39 @@ def _final_answer(messages: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def counterfactual(played: list[tuple], slots: list[Slots | None], n: int, seed: int = 0):
+def invented_name(like: str, rng: Any) -> str:
+    """A made-up name shaped like ``like`` (as many words, each about as long), built
+    from random syllables: no model has seen it, so only copying reproduces it.
+
+    Swapping in another training episode's entity still leaves a model a fixed set of
+    names to memorise; measured on the tiny model, its held-out failures were mostly a
+    garbled copy of an unseen name into the query ("James Prescott Joule" searched as
+    "James ... Berdikald"), so copying an arbitrary name is the skill to teach.
+    """
+    onsets = "b c d f g h j k l m n p r s t v w z br dr gr kr st tr ch sh th".split()
+    vowels = "a e i o u a e i o u y ae ou ei".split()
+    words = []
+    for word in like.split() or ["x"]:
+        if not word[:1].isalpha() or len(word) <= 2:  # "W.", "de", "of": keep as written
+            words.append(word)
+            continue
+        out = ""
+        while len(out) < max(3, len(word) + rng.randint(-2, 2)):
+            out += rng.choice(onsets) + rng.choice(vowels) + (rng.choice("nrlsmtk") if rng.random() < 0.3 else "")
+        words.append(out[:1].upper() + out[1:] if word[0].isupper() else out)
+    return " ".join(words)
+
+
+def counterfactual(played: list[tuple], slots: list[Slots | None], n: int, seed: int = 0, invent: float = 0.0):
     """``n`` episodes that cannot be memorised: each copies a played episode with its
     slots swapped for another episode's of the same kind, everywhere they occur ("When
     did Ernst Mach die?" ... "(1838-1924)" ... answer "1924"). A model that memorised
     "Ernst Mach -> 1916" is wrong on the copy; one that copies what it read is right on
     both, so imitation rewards reading. The answer is swapped only after the task's
-    prompt (a DataAnalysis question's numbers are left alone). Yields ``(messages,
-    tools, task_id, reward, success)``.
+    prompt (a DataAnalysis question's numbers are left alone). With probability
+    ``invent`` a copy's entity becomes a made-up name (:func:`invented_name`) instead of
+    the other episode's, so even the set of names cannot be memorised. Yields
+    ``(messages, tools, task_id, reward, success)``.
     """
     import random
 
@@ -166,6 +191,8 @@ def counterfactual(played: list[tuple], slots: list[Slots | None], n: int, seed:
         j = rng.choice(by_kind[kind])
         theirs = slots[j][1]  # type: ignore[index]
         mapping = {mine[k]: theirs[k] for k in mine if mine[k] != theirs[k]}
+        if "entity" in mine and rng.random() < invent:
+            mapping[mine["entity"]] = invented_name(mine["entity"], rng)
         messages, tools, task_id, reward, success = played[i]
         first = next(k for k, m in enumerate(messages) if m["role"] == "assistant")
         prompt_mapping = {a: b for a, b in mapping.items() if a != mine.get("answer")}

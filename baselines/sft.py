@@ -23,13 +23,14 @@ __all__ = ["oracle_trajectories", "sft_train"]
 
 def oracle_trajectories(env: Any, chat: ChatTokenizer, seeds: Sequence[int],
                         policy: Callable[[Any], str] | None = None, counterfactual: float = 0.0,
-                        seed: int = 0) -> list[Trajectory]:
+                        seed: int = 0, invent: float = 0.0) -> list[Trajectory]:
     """Play the oracle (or ``policy``, a ``baselines.demonstrators`` callable ``env ->
     action``) on ``env`` once per seed and return the tokenised episodes.
 
     ``counterfactual`` > 0 adds that fraction of extra episodes in which the entity and
     the answer are swapped for another episode's of the same kind, everywhere they occur
-    (question, actions, tool results): see :func:`baselines.demonstrators.counterfactual`.
+    (question, actions, tool results): see :func:`baselines.demonstrators.counterfactual`;
+    ``invent`` is the fraction of those whose entity is a made-up name instead.
     """
     from baselines.demonstrators import counterfactual as swap, episode_slots
 
@@ -40,7 +41,7 @@ def oracle_trajectories(env: Any, chat: ChatTokenizer, seeds: Sequence[int],
     out = [_tokenise(chat, *p[:2], group_id=i, task_id=p[2], reward=p[3], success=p[4]) for i, p in enumerate(played)]
     extra = int(round(counterfactual * len(played)))
     if extra:
-        for messages, tools, task_id, reward, success in swap(played, slots, extra, seed):
+        for messages, tools, task_id, reward, success in swap(played, slots, extra, seed, invent=invent):
             out.append(_tokenise(chat, messages, tools, group_id=len(out), task_id=task_id, reward=reward, success=success))
     return out
 

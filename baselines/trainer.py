@@ -235,7 +235,8 @@ class Trainer:
         env = gym.make(self.config.env.id, **{**self.config.env.kwargs, **self.config.sft.env_kwargs})
         trajs = oracle_trajectories(env, self.chat, range(10_000, 10_000 + self.config.sft.episodes),
                                     policy=demonstrator(self.config.sft.demonstrator),
-                                    counterfactual=self.config.sft.counterfactual, seed=self.config.seed)
+                                    counterfactual=self.config.sft.counterfactual, seed=self.config.seed,
+                                    invent=self.config.sft.invent)
         env.close()
         sft = self.config.sft
         checks: list[float] = []
@@ -252,8 +253,19 @@ class Trainer:
             return checks[-1] >= sft.stop_success
 
         t0 = time.perf_counter()
+
+        every = max(1, min(100, sft.steps // 10))
+
+        def progress(step: int, loss: float) -> None:
+            """A line every tenth of the run (at most 100 steps): SFT is most of a CPU run's wall time."""
+            if (step + 1) % every == 0 and self.info.is_main:
+                per_step = (time.perf_counter() - t0) / (step + 1)
+                logger.info("SFT step %d/%d: loss %.3f, %.2f s/step, at most %.0f min left",
+                            step + 1, sft.steps, loss, per_step, per_step * (sft.steps - step - 1) / 60)
+
+        logger.info("SFT: %d demonstrations, up to %d steps of %d", len(trajs), sft.steps, sft.batch_size)
         losses = sft_train(policy, trajs, steps=sft.steps, batch_size=sft.batch_size, lr=sft.lr, pad_token_id=self.tokenizer.pad_token_id,
-                           device=self.info.device, seed=self.config.seed, schedule=sft.schedule,
+                           device=self.info.device, seed=self.config.seed, schedule=sft.schedule, on_step=progress,
                            should_stop=should_stop if sft.stop_success is not None else None, check_every=sft.check_every,
                            observation_weight=sft.observation_weight)
         self.sft_metrics = {"sft/loss_first": losses[0], "sft/loss_last": float(np.mean(losses[-10:])), "sft/steps": float(len(losses)),

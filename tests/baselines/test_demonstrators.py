@@ -124,6 +124,33 @@ def test_counterfactual_copies_swap_entity_and_answer_everywhere(chat):
     assert changed >= 10  # a donor of the same kind differs in both (the same episode may be drawn)
 
 
+def test_invented_entities_are_new_names_copied_everywhere(chat):
+    """``invent=1``: every copy's entity is a made-up name, the same one in the question,
+    the query, the results' title and text, and never a name the corpus's episodes used."""
+    from baselines.demonstrators import counterfactual, episode_slots
+    from baselines.sft import _play as play_episode
+
+    env = gym.make("agentgym/Search-v2", **{**KWARGS, "split": "train"})
+    played, slots = [], []
+    for seed in range(30):
+        played.append(play_episode(env, search_reader, seed))
+        slots.append(episode_slots(env, played[-1][0]))
+    env.close()
+    entities = {s[1]["entity"] for s in slots if s and "entity" in s[1]}
+    questions = {p[0][1]["content"] for p in played}
+    names = set()
+    for messages, *_ in counterfactual(played, slots, 20, seed=2, invent=1.0):
+        assert messages[1]["content"] not in questions
+        question = messages[1]["content"].removeprefix("Question: ")
+        query = _calls(messages[2]["content"])[0]["arguments"]["query"]
+        assert query == question
+        title = re.search(r"\] (.+?)(?: \(city profile\))?\n", messages[3]["content"]).group(1)
+        assert title in question and title not in entities, (title, question)
+        assert all(e not in question for e in entities if len(e) > 3)
+        names.add(title)
+    assert len(names) >= 18  # names are drawn afresh, not from a small list
+
+
 def test_counterfactual_data_analysis_swaps_the_printed_value_not_the_question(chat):
     from baselines.sft import oracle_trajectories
 

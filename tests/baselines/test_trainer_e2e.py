@@ -22,9 +22,12 @@ def _config(tmp_path, model_dir, steps, resume=False, extra=()):
     ])
 
 
-def test_train_checkpoint_and_resume(tmp_path, trained_model_dir):
-    trainer = Trainer(_config(tmp_path, trained_model_dir, steps=2))
+def test_train_checkpoint_and_resume(tmp_path, trained_model_dir, caplog):
+    with caplog.at_level("INFO", logger="baselines.trainer"):
+        trainer = Trainer(_config(tmp_path, trained_model_dir, steps=2))
     assert trainer.sft_metrics["sft/oracle_success"] == 1.0 and trainer.sft_metrics["sft/steps"] == 4
+    progress = [r.getMessage() for r in caplog.records if r.getMessage().startswith("SFT step")]
+    assert [m.split(":")[0] for m in progress] == ["SFT step 1/4", "SFT step 2/4", "SFT step 3/4", "SFT step 4/4"]  # SFT reports progress
     # The SFT start is saved as a model directory: RL runs (an ablation) can share it.
     from transformers import AutoModelForCausalLM
     saved = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "sft_model")
