@@ -103,7 +103,9 @@ def episode_slots(env: Any, messages: list[dict[str, Any]]) -> Slots | None:
     - ``answer``: the final answer call's value, when a tool result showed it (Search's
       year or country read from a snippet; DataAnalysis's printed value);
     - ``entity`` (Search): what the question names, its document's title less a
-      ``(city profile)``-style suffix.
+      ``(city profile)``-style suffix;
+    - ``name:<i>`` (DataAnalysis): a quoted column or value, or a file's stem; only
+      ever replaced by a made-up name (``invent``), never by another episode's.
 
     The kind is the question's template (Search) or the answer's shape (a whole number,
     a decimal, text), so a swap keeps a year a year. None when nothing can be swapped.
@@ -121,9 +123,33 @@ def episode_slots(env: Any, messages: list[dict[str, Any]]) -> Slots | None:
             slots["entity"] = entity
     if not slots:
         return None
+    slots.update(_quoted_names(question, messages))
     template = str(getattr(question, "template", "") or "")
     shape = "int" if re.fullmatch(r"-?\d+", answer or "") else "decimal" if re.fullmatch(r"-?\d+\.\d*", answer or "") else "text"
-    return f"{template}|{shape}|{','.join(sorted(slots))}", slots
+    return f"{template}|{shape}|{','.join(sorted(k for k in slots if not k.startswith('name:')))}", slots
+
+
+def _quoted_names(question: Any, messages: list[dict[str, Any]]) -> dict[str, str]:
+    """DataAnalysis: the names a question quotes (columns, category values) and its
+    files' stems, as ``name:<i>`` slots that only :func:`invented_name` replaces.
+
+    A name is left out when it has no letter, is an answer field ("value"), or shares a
+    word with the question's own wording or the code's (a column called ``sum`` or
+    ``n``): replacing it would rewrite the template or break the program.
+    """
+    text, files = getattr(question, "text", None), getattr(question, "file_info", ())
+    if not isinstance(text, str):
+        return {}
+    schema = getattr(question, "schema", None)
+    fields = {"value", *getattr(schema, "fields", ())}
+    unquoted = re.sub(r"'[^']*'", " ", text + " " + " ".join(m["content"] for m in messages if m["role"] == "assistant"))
+    for f in files:  # "In sunspots.csv, ...": a file's name is a name, not wording
+        unquoted = unquoted.replace(f.name, " ")
+    reserved = {w.casefold() for w in re.findall(r"\w+", unquoted)}
+    names = [*re.findall(r"'([^']+)'", text), *(f.name.rsplit(".", 1)[0] for f in files)]
+    keep = [n for n in dict.fromkeys(names) if n not in fields and re.search(r"[^\W\d_]", n)
+            and not any(w.casefold() in reserved for w in re.findall(r"\w+", n))]
+    return {f"name:{i}": n for i, n in enumerate(keep)}
 
 
 def _final_answer(messages: list[dict[str, Any]]) -> str | None:
@@ -171,7 +197,9 @@ def counterfactual(played: list[tuple], slots: list[Slots | None], n: int, seed:
     both, so imitation rewards reading. The answer is swapped only after the task's
     prompt (a DataAnalysis question's numbers are left alone). With probability
     ``invent`` a copy's entity becomes a made-up name (:func:`invented_name`) instead of
-    the other episode's, so even the set of names cannot be memorised. Yields
+    the other episode's, so even the set of names cannot be memorised (DataAnalysis: its
+    quoted columns, values and file stems are renamed, so held-out tables read like
+    training ones). Yields
     ``(messages, tools, task_id, reward, success)``.
     """
     import random
@@ -190,9 +218,9 @@ def counterfactual(played: list[tuple], slots: list[Slots | None], n: int, seed:
         kind, mine = slots[i]  # type: ignore[misc]
         j = rng.choice(by_kind[kind])
         theirs = slots[j][1]  # type: ignore[index]
-        mapping = {mine[k]: theirs[k] for k in mine if mine[k] != theirs[k]}
-        if "entity" in mine and rng.random() < invent:
-            mapping[mine["entity"]] = invented_name(mine["entity"], rng)
+        mapping = {mine[k]: theirs[k] for k in mine if not k.startswith("name:") and mine[k] != theirs[k]}
+        if rng.random() < invent:
+            mapping.update({mine[k]: invented_name(mine[k], rng) for k in mine if k == "entity" or k.startswith("name:")})
         messages, tools, task_id, reward, success = played[i]
         first = next(k for k, m in enumerate(messages) if m["role"] == "assistant")
         prompt_mapping = {a: b for a, b in mapping.items() if a != mine.get("answer")}

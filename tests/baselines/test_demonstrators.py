@@ -198,3 +198,34 @@ def test_trainer_draws_demonstrations_from_sft_env_kwargs(tmp_path, tiny_model_d
     part0 = {q.id for q in gym.make("agentgym/Search-v2", hops=1, train_part=[0, 2]).unwrapped.family._questions_of("train")}
     assert len(played) == 12 and all(task_id in part0 for task_id in played)
     assert (tmp_path / "run" / "sft_model" / "config.json").exists()
+
+
+def test_invented_names_rename_data_analysis_columns_values_and_files_consistently():
+    """``invent=1`` on DataAnalysis: the quoted columns/values and the file stem become
+    made-up names in the file list, the question and the code alike, and the program
+    still prints what the copy answers (the output is not the names')."""
+    from baselines.demonstrators import counterfactual, episode_slots
+    from baselines.sft import _play as play_episode
+
+    env = gym.make("agentgym/DataAnalysis-v2", tier=1, backend="process", max_turns=3)
+    try:
+        played, slots = [], []
+        for seed in range(30):
+            played.append(play_episode(env, None, seed))
+            slots.append(episode_slots(env, played[-1][0]))
+    finally:
+        env.close()
+    originals = {p[0][1]["content"] for p in played}
+    renamed = 0
+    for messages, *_ in counterfactual(played, slots, 15, seed=4, invent=1.0):
+        prompt, code = messages[1]["content"], _calls(messages[2]["content"])[0]["arguments"]["code"]
+        assert prompt not in originals
+        file_name = re.search(r"- (\S+\.csv) \(", prompt).group(1)
+        assert f"In {file_name}," in prompt and f"read_csv('{file_name}')" in code
+        for name in re.findall(r"'([^']+)'", prompt.split("Question:")[1]):
+            if name != "value" and not name.isdigit():
+                assert f"'{name}'" in code, (name, code)  # the code uses the question's (new) names
+        answer = next(iter(_calls(messages[-1]["content"])[0]["arguments"].values()))
+        assert str(answer) == messages[3]["content"].strip()
+        renamed += 1
+    assert renamed == 15
