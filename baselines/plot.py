@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 from baselines.metrics import read_metrics
@@ -9,9 +10,10 @@ from baselines.metrics import read_metrics
 __all__ = ["plot_run", "DEFAULT_PANELS"]
 
 DEFAULT_PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("success", ("reward/success_rate", "eval/success_rate")),
+    ("success", ("reward/success_rate", "eval/success_rate", "eval/sampled_success_rate")),
     ("reward", ("reward/mean", "reward/std")),
     ("entropy", ("policy/entropy",)),
+    ("tool_usage", ("tool/*/usage_frac",)),  # which tools the policy calls, per step
     ("kl_and_clip", ("loss/approx_kl_prox", "loss/clip_frac_low", "loss/clip_frac_high")),
     ("mismatch", ("mismatch/logprob_abs_diff_mean", "mismatch/kl_k3")),
     ("lengths", ("rollout/response_tokens_mean", "rollout/turns_mean")),
@@ -20,7 +22,8 @@ DEFAULT_PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 
 def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
-    """Write one PNG per panel that has data, plus ``curves.png`` with all of them."""
+    """Write one PNG per panel that has data, plus ``curves.png`` with all of them.
+    A panel's keys may be patterns (``tool/*/usage_frac``: one curve per tool)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -29,7 +32,8 @@ def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Pat
     rows = read_metrics(run_dir)
     out = Path(out_dir) if out_dir is not None else Path(run_dir) / "plots"
     out.mkdir(parents=True, exist_ok=True)
-    panels = [(name, [k for k in keys if any(r.get(k) is not None for r in rows)]) for name, keys in DEFAULT_PANELS]
+    present = sorted({k for r in rows for k, v in r.items() if v is not None})
+    panels = [(name, [k for pattern in keys for k in present if fnmatchcase(k, pattern)]) for name, keys in DEFAULT_PANELS]
     panels = [(n, ks) for n, ks in panels if ks]
     written = []
     fig_all, axes = plt.subplots(len(panels), 1, figsize=(7, 2.6 * max(len(panels), 1)), squeeze=False)
