@@ -199,8 +199,7 @@ def counterfactual(played: list[tuple], slots: list[Slots | None], n: int, seed:
     ``invent`` a copy's entity becomes a made-up name (:func:`invented_name`) instead of
     the other episode's, so even the set of names cannot be memorised (DataAnalysis: its
     quoted columns, values and file stems are renamed, so held-out tables read like
-    training ones). Yields
-    ``(messages, tools, task_id, reward, success)``.
+    training ones). Yields ``(messages, tools, task_id, reward, success)``.
     """
     import random
 
