@@ -218,8 +218,9 @@ def counterfactual(played: list[tuple], slots: list[Slots | None], n: int, seed:
         j = rng.choice(by_kind[kind])
         theirs = slots[j][1]  # type: ignore[index]
         mapping = {mine[k]: theirs[k] for k in mine if not k.startswith("name:") and mine[k] != theirs[k]}
-        if rng.random() < invent:
-            mapping.update({mine[k]: invented_name(mine[k], rng) for k in mine if k == "entity" or k.startswith("name:")})
+        names = [k for k in mine if k == "entity" or k.startswith("name:")]
+        if names and rng.random() < invent:  # (no draw without a name: the copies of a seed stay the same)
+            mapping.update({mine[k]: invented_name(mine[k], rng) for k in names})
         messages, tools, task_id, reward, success = played[i]
         first = next(k for k, m in enumerate(messages) if m["role"] == "assistant")
         prompt_mapping = {a: b for a, b in mapping.items() if a != mine.get("answer")}
