@@ -162,6 +162,8 @@ class Trainer:
         self.config = config
         self.on_metrics = on_metrics
         self.info = init_distributed(config.dist.strategy, config.device, config.dist.backend)
+        if config.threads is not None:
+            torch.set_num_threads(config.threads)
         self._seed(config.seed + self.info.rank)
         self.model_path = resolve_model_path(config, self.info)
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
