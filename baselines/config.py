@@ -257,12 +257,14 @@ class SFTConfig(_Section):
     passes the rule while it fails every new question (docs/training.md)."""
     counterfactual: Real = Field(0.0, ge=0)
     """Extra demonstrations, as a fraction of ``episodes``, with the entity and answer
-    swapped for another episode's (Search): they cannot be memorised, only read
+    swapped for another episode's (Search; DataAnalysis swaps the printed answer): they
+    cannot be memorised, only read
     (``baselines.demonstrators.counterfactual``)."""
     invent: Real = Field(0.0, ge=0, le=1)
-    """Fraction of the counterfactual copies whose entity (Search) is a made-up name
-    rather than another episode's: a model cannot memorise the set of names either, so
-    it must copy the question's (``baselines.demonstrators.invented_name``)."""
+    """Fraction of the counterfactual copies whose names are made up: Search's entity
+    (instead of another episode's), DataAnalysis's quoted columns, values and file stems.
+    A model cannot memorise the set of names either, so it must copy the question's
+    (``baselines.demonstrators.invented_name``)."""
     observation_weight: Real = Field(0.0, ge=0)
     """Weight of a language-modelling loss on the prompt and tool-result tokens, added
     to the imitation loss (0: imitation only). It teaches copying from what the agent

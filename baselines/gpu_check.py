@@ -141,9 +141,10 @@ def run(dry_run: bool, run_dir: str, engine: str | None = None, model: str | Non
 
 # The Search recipe (docs/training.md, "GPU recipe"): search_cpu.yaml's task and SFT
 # (search_reader demonstrations, counterfactual copies, observation loss, stop on
-# validation success), a wider model in bf16 and larger batches. Unmeasured on a GPU
+# validation success), a wider model in bf16 and larger batches; torch's own thread
+# count (the CPU config pins one). Unmeasured on a GPU
 # until one is lent; the CPU dry run (tiny sizes, a few steps) checks that it runs.
-_SEARCH_GPU = ["device=cuda", "model.dtype=bfloat16", "algo.lr=2e-4",
+_SEARCH_GPU = ["device=cuda", "threads=null", "model.dtype=bfloat16", "algo.lr=2e-4",
                "model.tiny={vocab_size: 4096, hidden_size: 512, intermediate_size: 1536, num_hidden_layers: 8, num_attention_heads: 8, num_key_value_heads: 4}",
                "rollout.tasks_per_step=16", "rollout.group_size=8", "rollout.max_batch_size=256", "algo.micro_batch_size=32",
                "sft.batch_size=32", "sft.lr=1e-3", "eval_tasks=256"]

@@ -48,3 +48,10 @@ def test_threads_must_be_positive(tmp_path, tiny_model_dir):
 @pytest.mark.parametrize("name", ["search_cpu.yaml", "data_analysis_cpu.yaml"])
 def test_cpu_configs_fix_threads(name):
     assert yaml.safe_load((CONFIGS / name).read_text())["threads"] == 1
+
+
+def test_gpu_recipe_does_not_inherit_the_cpu_thread_pin():
+    from baselines.config import load_config as load
+    from baselines.gpu_check import _SEARCH_GPU
+
+    assert load(str(CONFIGS / "search_cpu.yaml"), _SEARCH_GPU).threads is None
