@@ -311,9 +311,10 @@ class TrainConfig(_Section):
     steps: StrictInt = Field(20, ge=1)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     threads: StrictInt | None = Field(None, ge=1)
-    """Torch intra-op threads (None: torch's default, one per core). Fixed, a CPU run is the
-    same on every machine kind: a float sum split over another thread count rounds
-    differently, and one flipped sample changes every step after it."""
+    """Torch intra-op threads (None: torch's default, one per core). Fixed, a CPU run does
+    not depend on the machine's core count: a float sum split over another thread count
+    rounds differently, and one flipped sample changes every step after it. (Another CPU
+    model may still round differently.)"""
     eval_every: StrictInt = Field(5, ge=0)
     """Steps between evaluations (0: never)."""
     eval_tasks: StrictInt = Field(32, ge=1)

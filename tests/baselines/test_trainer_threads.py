@@ -1,6 +1,6 @@
-"""``threads`` fixes torch's intra-op thread count, so a CPU run is the same on every
-machine kind (a float sum split over another thread count rounds differently, and one
-flipped sample changes every later step). The shipped CPU configs set it."""
+"""``threads`` fixes torch's intra-op thread count, so a CPU run does not depend on the
+machine's core count (a float sum split over another thread count rounds differently,
+and one flipped sample changes every later step). The shipped CPU configs set it."""
 
 from __future__ import annotations
 
