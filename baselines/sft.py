@@ -30,7 +30,8 @@ def oracle_trajectories(env: Any, chat: ChatTokenizer, seeds: Sequence[int],
     ``counterfactual`` > 0 adds that fraction of extra episodes in which the entity and
     the answer are swapped for another episode's of the same kind, everywhere they occur
     (question, actions, tool results): see :func:`baselines.demonstrators.counterfactual`;
-    ``invent`` is the fraction of those whose entity is a made-up name instead.
+    ``invent`` is the fraction of those whose names (Search's entity; DataAnalysis's quoted
+    columns, values and file stems) are made up instead.
     """
     from baselines.demonstrators import counterfactual as swap, episode_slots
 
