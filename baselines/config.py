@@ -78,6 +78,9 @@ class TinySpecConfig(_Section):
     num_hidden_layers: StrictInt = Field(2, ge=1)
     num_attention_heads: StrictInt = Field(4, ge=1)
     num_key_value_heads: StrictInt = Field(2, ge=1)
+    # Learn the tokenizer's merges on bare words (no space or quote in front), so a name
+    # is the same tokens in a tool result and in the call that copies it (tiny_model.py).
+    isolate_words: StrictBool = False
 
     @model_validator(mode="after")
     def _heads_divide(self) -> TinySpecConfig:

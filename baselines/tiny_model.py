@@ -23,8 +23,18 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # Added but not "special": they must survive decode(skip_special_tokens=True) because
 # the env parses them out of the action text.
 TOOL_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
-# Contractions, letter runs, single digits, punctuation runs, newlines, spaces.
+# Contractions, letter runs, single digits, punctuation runs, newlines, spaces: Qwen2's
+# split, which transformers applies whenever it loads a qwen2 tokenizer (and so vLLM).
 _SPLIT_PATTERN = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+# The merges are learned on the same split less the one character a letter run may carry
+# in front (a space, a quote): no merge joins a letter to what precedes it, so a word is
+# the same tokens wherever it stands. Under Qwen2's own merges "Tanzania" in a snippet
+# (" T|an|z|ania") and in an answer's JSON ('"|T|an|z|ania') begin with different tokens,
+# and a 2-layer model cannot copy across that; it answered "Italy" for a city the snippet
+# placed in the Philippines (0% on held-out country answers, 58% on years, whose digits
+# are single tokens everywhere). Costs ~1.37x the tokens: a space is a token of its own,
+# so it is a choice (TinyModelSpec.isolate_words), made for the tasks that copy names.
+_WORD_MERGE_PATTERN = _SPLIT_PATTERN.replace(r"[^\r\n\p{L}\p{N}]?\p{L}+", r"\p{L}+")
 
 
 @dataclass(frozen=True)
@@ -38,6 +48,7 @@ class TinyModelSpec:
     num_attention_heads: int = 4
     num_key_value_heads: int = 2
     max_position_embeddings: int = 2048
+    isolate_words: bool = False  # merges never join a letter to what precedes it (see _WORD_MERGE_PATTERN)
     seed: int = 0
 
 
@@ -59,17 +70,22 @@ def default_corpus() -> list[str]:
     return lines * 20 + numbers
 
 
-def build_tokenizer(corpus: Iterable[str], vocab_size: int = 1024):
-    """Train a byte-level BPE (digits split one by one) and wrap it for transformers."""
+def build_tokenizer(corpus: Iterable[str], vocab_size: int = 1024, isolate_words: bool = False):
+    """Train a byte-level BPE (digits split one by one) and wrap it for transformers.
+
+    ``isolate_words``: learn the merges on words without the space or quote in front
+    (``_WORD_MERGE_PATTERN``), so a name is the same tokens in a snippet and in a call.
+    """
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
+    def split(pattern: str):
+        return pre_tokenizers.Sequence(
+            [pre_tokenizers.Split(Regex(pattern), behavior="isolated"), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
+        )
+
     tok = Tokenizer(models.BPE())
-    # The same split transformers applies when it loads a qwen2 tokenizer, so the ids
-    # of a string do not depend on which loader (tokenizers, transformers, vLLM) is used.
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Split(Regex(_SPLIT_PATTERN), behavior="isolated"), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
-    )
+    tok.pre_tokenizer = split(_WORD_MERGE_PATTERN if isolate_words else _SPLIT_PATTERN)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -78,6 +94,10 @@ def build_tokenizer(corpus: Iterable[str], vocab_size: int = 1024):
         show_progress=False,
     )
     tok.train_from_iterator(list(corpus), trainer)
+    # Saved with the split transformers applies when it loads a qwen2 tokenizer, so the
+    # ids of a string do not depend on the loader (tokenizers, transformers, vLLM); the
+    # finer merge split gives the same ids under it (no merge crosses its boundaries).
+    tok.pre_tokenizer = split(_SPLIT_PATTERN)
     tok.add_tokens(TOOL_TOKENS)
     return PreTrainedTokenizerFast(
         tokenizer_object=tok,
@@ -107,7 +127,7 @@ def build_tiny_model(out_dir: str | Path, corpus: Iterable[str] | None = None, s
     if marker.exists() and json.loads(marker.read_text()).get("digest") == digest:
         return out
     out.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer(texts, spec.vocab_size)
+    tokenizer = build_tokenizer(texts, spec.vocab_size, spec.isolate_words)
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
     config = Qwen2Config(
         vocab_size=len(tokenizer),
