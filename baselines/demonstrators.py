@@ -68,8 +68,8 @@ def search_reader(env: Any) -> str:
         return _call("search", query=question.question)
     shown = _visible_answer(question, last.output)
     if shown is not None:
-        span = last.output[last.output.casefold().index(shown.casefold()):][: len(shown)]
-        return _call("answer", answer=span)
+        at = last.output.casefold().index(shown.casefold())
+        return _call("answer", answer=_as_tokenised(last.output, at, len(shown)))
     if last.name == "search":
         ids = _DOC_ID.findall(last.output)
         support = set(question.supporting_doc_ids)
@@ -77,6 +77,22 @@ def search_reader(env: Any) -> str:
         if ids:
             return _call("open", doc_id=(gold or ids)[0])
     return _call("answer", answer=question.answer)
+
+
+def _as_tokenised(text: str, at: int, length: int) -> str:
+    """``text[at:at + length]``, with the space in front when the text has one there and
+    the span starts with a letter.
+
+    A byte-level BPE (Qwen2's) joins a word to the space before it: "Tanzania" in "a
+    city in Tanzania." is `` T|an|z|ania``, but as a JSON value, after a quote, it is
+    ``T|an|z|ania``, a different first token. A small model copies a span by matching
+    tokens (an induction head); across that respelling it cannot, and the tiny model
+    answered a country it had memorised instead (0% on held-out country, capital and
+    currency answers against 58% on years, whose digits are single tokens everywhere).
+    With the space kept, the answer is the result's own tokens; graders strip it.
+    """
+    span = text[at:at + length]
+    return " " + span if at > 0 and text[at - 1] == " " and span[:1].isalpha() else span
 
 
 DEMONSTRATORS: dict[str, Demonstrator] = {"oracle": oracle, "search_reader": search_reader}
@@ -112,6 +128,7 @@ def episode_slots(env: Any, messages: list[dict[str, Any]]) -> Slots | None:
     """
     slots: dict[str, str] = {}
     answer = _final_answer(messages)
+    answer = answer.strip() if answer is not None else None  # (search_reader keeps a word's space)
     if answer is not None and _shown(messages, answer):
         slots["answer"] = answer
     question = getattr(getattr(env.unwrapped, "task", None), "question", None)

@@ -229,3 +229,33 @@ def test_invented_names_rename_data_analysis_columns_values_and_files_consistent
         assert str(answer) == messages[3]["content"].strip()
         renamed += 1
     assert renamed == 15
+
+
+def test_search_reader_answers_with_the_results_own_tokens():
+    """A word's space is part of its first token (" T|an|z|ania"); the answer keeps the
+    space the result had, so its tokens are the result's and a small model can copy them
+    (without it the JSON value starts 'T|an|...', a respelling the tiny model never learned)."""
+    from baselines.tiny_model import build_tokenizer
+
+    env = gym.make("agentgym/Search-v2", **KWARGS)
+    texts, checked = [], []
+    for seed in range(60):
+        written, reward = _play(env, search_reader, seed)
+        answer = str(written[-1][0]["arguments"]["answer"])
+        seen = written[-1][1]
+        assert reward >= 1
+        if answer[:1] == " ":
+            assert answer[1:2].isalpha() and answer in seen  # the space is the result's
+            checked.append((answer, seen))
+        else:
+            assert not answer[:1].isalpha() or f" {answer}" not in seen
+        texts += [seen, json.dumps({"answer": answer})]
+    env.close()
+    assert len(checked) >= 10  # countries, capitals, currencies
+    tok = build_tokenizer(texts * 3, 600)
+    for answer, seen in checked:
+        call = tok.encode(json.dumps({"name": "answer", "arguments": {"answer": answer}}))
+        value = tok.encode(answer)
+        assert any(call[k:k + len(value)] == value for k in range(len(call))), answer
+        shown = tok.encode(seen)
+        assert any(shown[k:k + len(value)] == value for k in range(len(shown))), answer
