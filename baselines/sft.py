@@ -18,7 +18,7 @@ from baselines.chat_tokens import ChatTokenizer
 from baselines.logprobs import first_generated_position, sequence_logprobs
 from baselines.trajectory import Trajectory, collate
 
-__all__ = ["oracle_trajectories", "sft_train"]
+__all__ = ["copy_warmup", "oracle_trajectories", "sft_train"]
 
 
 def oracle_trajectories(env: Any, chat: ChatTokenizer, seeds: Sequence[int],
@@ -152,4 +152,45 @@ def sft_train(
             model.train()
             if stop:
                 break
+    return losses
+
+
+def copy_warmup(model: torch.nn.Module, vocabulary: Sequence[int], *, steps: int, batch_size: int, lr: float,
+                device: torch.device | str = "cpu", seed: int = 0, max_span: int = 40) -> list[float]:
+    r"""Teach the model to copy before it imitates: ``steps`` of language modelling on
+    ``span, gap, span`` rows of random tokens from ``vocabulary``; the loss is the NLL of
+    the repeated span after its first token. Returns the loss per step.
+
+    Every task here is copying (a question's name into a query, a result's year or country
+    into an answer), and a 2-layer model copies with an induction head: attend to the
+    token after the earlier occurrence of the current one. In SFT that head appears
+    abruptly and late (measured: 1,300 to 2,100+ steps, varying between runs), and until
+    it does the model cannot leave the training set. Random spans admit no other
+    solution (nothing to memorise; the span length and the gap change every step, so no
+    fixed offset works), the setting in which induction heads form quickly (Olsson et al.,
+    2022, "In-context learning and induction heads").
+
+    .. math:: \mathcal{L} = -\frac{1}{L-1}\sum_{i=2}^{L} \log \pi(x_i \mid x_{1..L},\, g,\, x_{<i})
+    """
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20))
+    pool = torch.tensor(sorted(set(int(v) for v in vocabulary)), dtype=torch.long)
+    if len(pool) < 2:
+        raise ValueError(f"Expected a vocabulary of at least 2 token ids to copy, actual: {len(pool)}")
+    gen = torch.Generator().manual_seed(seed)
+    losses = []
+    for _ in range(steps):
+        span, gap = int(torch.randint(8, max_span + 1, (1,), generator=gen)), int(torch.randint(0, max_span + 1, (1,), generator=gen))
+        x = pool[torch.randint(len(pool), (batch_size, span), generator=gen)]
+        g = pool[torch.randint(len(pool), (batch_size, gap), generator=gen)]
+        ids = torch.cat([x, g, x], dim=1).to(device)
+        logits = model(input_ids=ids).logits[:, -span:-1].float()  # position t predicts token t+1
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, -span + 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        losses.append(float(loss.detach()))
     return losses

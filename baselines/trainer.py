@@ -230,7 +230,7 @@ class Trainer:
 
     def _warm_start(self, policy: torch.nn.Module, gym: Any) -> None:
         from baselines.demonstrators import demonstrator
-        from baselines.sft import oracle_trajectories, sft_train
+        from baselines.sft import copy_warmup, oracle_trajectories, sft_train
 
         if self.info.strategy == "fsdp2":
             raise ConfigError("sft.episodes > 0 is not supported with dist.strategy=fsdp2; run SFT in one process first.")
@@ -261,10 +261,20 @@ class Trainer:
         def progress(step: int, loss: float) -> None:
             """A line every tenth of the run (at most 100 steps): SFT is most of a CPU run's wall time."""
             if (step + 1) % every == 0 and self.info.is_main:
-                per_step = (time.perf_counter() - t0) / (step + 1)
+                per_step = (time.perf_counter() - t_imitate) / (step + 1)
                 logger.info("SFT step %d/%d: loss %.3f, %.2f s/step, at most %.0f min left",
                             step + 1, sft.steps, loss, per_step, per_step * (sft.steps - step - 1) / 60)
 
+        warm_metrics: dict[str, float] = {}
+        if sft.copy_warmup:
+            special = set(self.tokenizer.all_special_ids)
+            vocabulary = {i for t in trajs for i in t.token_ids if i not in special}  # the tokens SFT will copy
+            warm = copy_warmup(policy, sorted(vocabulary), steps=sft.copy_warmup, batch_size=sft.batch_size, lr=sft.lr,
+                               device=self.info.device, seed=self.config.seed)
+            warm_metrics = {"sft/copy_warmup_loss_last": float(np.mean(warm[-10:])), "sft/copy_warmup_seconds": time.perf_counter() - t0}
+            logger.info("SFT copy warm-up: %d steps in %.0f s, loss %.3f -> %.3f", len(warm), warm_metrics["sft/copy_warmup_seconds"],
+                        warm[0], warm_metrics["sft/copy_warmup_loss_last"])
+        t_imitate = time.perf_counter()
         logger.info("SFT: %d demonstrations, up to %d steps of %d", len(trajs), sft.steps, sft.batch_size)
         losses = sft_train(policy, trajs, steps=sft.steps, batch_size=sft.batch_size, lr=sft.lr, pad_token_id=self.tokenizer.pad_token_id,
                            device=self.info.device, seed=self.config.seed, schedule=sft.schedule, on_step=progress,
@@ -273,7 +283,7 @@ class Trainer:
         self.sft_metrics = {"sft/loss_first": losses[0], "sft/loss_last": float(np.mean(losses[-10:])), "sft/steps": float(len(losses)),
                             "sft/oracle_success": float(np.mean([t.success for t in trajs])), "sft/seconds": time.perf_counter() - t0,
                             "sft/episodes": float(len(trajs)),
-                            "sft/tokens": float(len(losses) * sft.batch_size * np.mean([len(t.token_ids) for t in trajs]))}
+                            "sft/tokens": float(len(losses) * sft.batch_size * np.mean([len(t.token_ids) for t in trajs])), **warm_metrics}
         if checks:
             self.sft_metrics["sft/check_sampled_success"] = checks[-1]
         if self.info.is_main:  # the SFT start, loadable with model.path=... sft.episodes=0 (one SFT, many RL runs)

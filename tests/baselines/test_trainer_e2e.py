@@ -103,3 +103,13 @@ def test_bf16_compute_keeps_fp32_master_weights_that_take_small_steps(tmp_path, 
     ewma_moved = sum(int((p != b).sum()) for (n, p), b in zip(trainer.ewma.module.named_parameters(), ewma_before) if n in blocks)
     assert ewma_moved / total > 0.9, ewma_moved / total
     trainer.close()
+
+
+def test_sft_copy_warmup_runs_before_imitation(tmp_path, trained_model_dir, caplog):
+    with caplog.at_level("INFO", logger="baselines.trainer"):
+        trainer = Trainer(_config(tmp_path, trained_model_dir, steps=1, extra=["sft.copy_warmup=3"]))
+    trainer.close()
+    messages = [r.getMessage() for r in caplog.records]
+    warm = next(k for k, m in enumerate(messages) if m.startswith("SFT copy warm-up: 3 steps"))
+    assert warm < next(k for k, m in enumerate(messages) if m.startswith("SFT step 1/4"))
+    assert math.isfinite(trainer.sft_metrics["sft/copy_warmup_loss_last"]) and trainer.sft_metrics["sft/copy_warmup_seconds"] > 0
