@@ -273,8 +273,9 @@ class SFTConfig(_Section):
     to the imitation loss (0: imitation only). It teaches copying from what the agent
     reads (``baselines.sft.sft_train``)."""
     copy_warmup: StrictInt = Field(0, ge=0)
-    """Steps of copying random token spans before imitation (0: none), at ``lr`` and
-    ``batch_size``: the model learns to copy first (``baselines.sft.copy_warmup``)."""
+    """At most this many steps of copying random token spans before imitation (0: none),
+    at ``lr`` and ``batch_size``, ending once the copy is learned (loss < 0.5): the model
+    learns to copy first (``baselines.sft.copy_warmup``)."""
 
 
 class LogConfig(_Section):

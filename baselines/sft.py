@@ -156,10 +156,13 @@ def sft_train(
 
 
 def copy_warmup(model: torch.nn.Module, vocabulary: Sequence[int], *, steps: int, batch_size: int, lr: float,
-                device: torch.device | str = "cpu", seed: int = 0, max_span: int = 40) -> list[float]:
-    r"""Teach the model to copy before it imitates: ``steps`` of language modelling on
-    ``span, gap, span`` rows of random tokens from ``vocabulary``; the loss is the NLL of
-    the repeated span after its first token. Returns the loss per step.
+                device: torch.device | str = "cpu", seed: int = 0, max_span: int = 40, until_loss: float | None = 0.5) -> list[float]:
+    r"""Teach the model to copy before it imitates: up to ``steps`` of language modelling
+    on ``span, gap, span`` rows of random tokens from ``vocabulary``; the loss is the NLL
+    of the repeated span after its first token. Stops once the mean loss of the last 20
+    steps is below ``until_loss`` (None: never): the copy is learned in a sudden drop
+    whose step varies with the model and the vocabulary (measured 650 to over 1,000).
+    Returns the loss per step.
 
     Every task here is copying (a question's name into a query, a result's year or country
     into an answer), and a 2-layer model copies with an induction head: attend to the
@@ -193,4 +196,6 @@ def copy_warmup(model: torch.nn.Module, vocabulary: Sequence[int], *, steps: int
         opt.step()
         sched.step()
         losses.append(float(loss.detach()))
+        if until_loss is not None and len(losses) >= 20 and sum(losses[-20:]) / 20 < until_loss:
+            break
     return losses
