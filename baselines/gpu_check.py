@@ -140,8 +140,8 @@ def run(dry_run: bool, run_dir: str, engine: str | None = None, model: str | Non
 
 
 # The Search recipe (docs/training.md, "GPU recipe"): search_cpu.yaml's task and SFT
-# (search_reader demonstrations, counterfactual copies, observation loss, stop on
-# validation success), a wider model in bf16 and larger batches; torch's own thread
+# (copy warm-up, search_reader demonstrations, counterfactual copies, observation loss,
+# stop on validation success), a wider model in bf16 and larger batches; torch's own thread
 # count (the CPU config pins one). Unmeasured on a GPU
 # until one is lent; the CPU dry run (tiny sizes, a few steps) checks that it runs.
 _SEARCH_GPU = ["device=cuda", "threads=null", "model.dtype=bfloat16", "algo.lr=2e-4",
@@ -150,7 +150,7 @@ _SEARCH_GPU = ["device=cuda", "threads=null", "model.dtype=bfloat16", "algo.lr=2
                "sft.batch_size=32", "sft.lr=1e-3", "eval_tasks=256"]
 _SEARCH_CPU = ["device=cpu", "model.dtype=float32", "eval_tasks=8", "rollout.tasks_per_step=2", "rollout.group_size=4",
                "model.tiny={vocab_size: 1024, hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 2, num_key_value_heads: 1}",
-               "sft.episodes=64", "sft.steps=4", "sft.check_from=1000", "algo.micro_batch_size=8"]
+               "sft.episodes=64", "sft.copy_warmup=4", "sft.steps=4", "sft.check_from=1000", "algo.micro_batch_size=8"]
 
 
 def run_search(dry_run: bool, run_dir: str, engine: str | None = None, steps: int = 20) -> int:
