@@ -9,7 +9,7 @@ negative log-likelihood on the assistant tokens only.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
 import torch
@@ -119,12 +119,7 @@ def sft_train(
     across weights.
     """
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    if schedule == "constant":
-        factor: Callable[[int], float] = lambda s: min(1.0, (s + 1) / 20)  # noqa: E731
-    else:
-        factor = lambda s: min(1.0, (s + 1) / 20) * max(0.1, 1 - s / max(steps, 1))  # noqa: E731
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+    opt, sched = _optimizer(model, lr, None if schedule == "constant" else lambda s: max(0.1, 1 - s / max(steps, 1)))
     batch = collate(trajectories, torch.zeros(len(trajectories)), pad_token_id)
     gen = torch.Generator().manual_seed(seed)
     losses = []
@@ -139,11 +134,7 @@ def sft_train(
             seen = mb.attention_mask.float() * (1 - mb.loss_mask)
             seen[:, 0] = 0.0  # the first token has no prediction
             objective = loss - observation_weight * (logp * seen).sum() / seen.sum().clamp_min(1.0)
-        opt.zero_grad(set_to_none=True)
-        objective.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
+        _update(model, opt, sched, objective)
         losses.append(float(loss.detach()))
         if on_step is not None:
             on_step(step, losses[-1])
@@ -155,7 +146,7 @@ def sft_train(
     return losses
 
 
-def copy_warmup(model: torch.nn.Module, vocabulary: Sequence[int], *, steps: int, batch_size: int, lr: float,
+def copy_warmup(model: torch.nn.Module, vocabulary: Iterable[int], *, steps: int, batch_size: int, lr: float,
                 device: torch.device | str = "cpu", seed: int = 0, max_span: int = 40, until_loss: float | None = 0.5) -> list[float]:
     r"""Teach the model to copy before it imitates: up to ``steps`` of language modelling
     on ``span, gap, span`` rows of random tokens from ``vocabulary``; the loss is the NLL
@@ -176,8 +167,7 @@ def copy_warmup(model: torch.nn.Module, vocabulary: Sequence[int], *, steps: int
     .. math:: \mathcal{L} = -\frac{1}{L-1}\sum_{i=2}^{L} \log \pi(x_i \mid x_{1..L},\, g,\, x_{<i})
     """
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20))
+    opt, sched = _optimizer(model, lr)
     pool = torch.tensor(sorted(set(int(v) for v in vocabulary)), dtype=torch.long)
     if len(pool) < 2:
         raise ValueError(f"Expected a vocabulary of at least 2 token ids to copy, actual: {len(pool)}")
@@ -190,12 +180,26 @@ def copy_warmup(model: torch.nn.Module, vocabulary: Sequence[int], *, steps: int
         ids = torch.cat([x, g, x], dim=1).to(device)
         logits = model(input_ids=ids).logits[:, -span:-1].float()  # position t predicts token t+1
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, -span + 1:].reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
+        _update(model, opt, sched, loss)
         losses.append(float(loss.detach()))
         if until_loss is not None and len(losses) >= 20 and sum(losses[-20:]) / 20 < until_loss:
             break
     return losses
+
+
+def _optimizer(model: torch.nn.Module, lr: float, decay: Callable[[int], float] | None = None):
+    """AdamW without weight decay, its lr warmed up linearly over 20 steps (then times
+    ``decay(step)``, when given): SFT's and the copy warm-up's optimiser."""
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    if decay is None:
+        return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20))
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20) * decay(s))
+
+
+def _update(model: torch.nn.Module, opt: torch.optim.Optimizer, sched: Any, objective: torch.Tensor) -> None:
+    """One optimiser step on ``objective``, gradients clipped to norm 1."""
+    opt.zero_grad(set_to_none=True)
+    objective.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    sched.step()

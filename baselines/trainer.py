@@ -269,7 +269,7 @@ class Trainer:
         if sft.copy_warmup:
             special = set(self.tokenizer.all_special_ids)
             vocabulary = {i for t in trajs for i in t.token_ids if i not in special}  # the tokens SFT will copy
-            warm = copy_warmup(policy, sorted(vocabulary), steps=sft.copy_warmup, batch_size=sft.batch_size, lr=sft.lr,
+            warm = copy_warmup(policy, vocabulary, steps=sft.copy_warmup, batch_size=sft.batch_size, lr=sft.lr,
                                device=self.info.device, seed=self.config.seed)
             warm_metrics = {"sft/copy_warmup_loss_last": float(np.mean(warm[-10:])), "sft/copy_warmup_seconds": time.perf_counter() - t0}
             logger.info("SFT copy warm-up: %d steps in %.0f s, loss %.3f -> %.3f", len(warm), warm_metrics["sft/copy_warmup_seconds"],
