@@ -191,13 +191,24 @@ def invented_name(like: str, rng: Any) -> str:
     names to memorise; measured on the tiny model, its held-out failures were mostly a
     garbled copy of an unseen name into the query ("James Prescott Joule" searched as
     "James ... Berdikald"), so copying an arbitrary name is the skill to teach.
+
+    A word with inner structure (an underscore, digits, capitals after its first letter)
+    keeps it (:func:`tasks.data_analysis.names.made_up_name`): trained only on smooth
+    made-up words, the DataAnalysis model copied ``seattle_weather.csv`` as
+    ``seattleweather.csv``. Plain words draw as before, so Search's copies are unchanged.
     """
-    onsets = "b c d f g h j k l m n p r s t v w z br dr gr kr st tr ch sh th".split()
-    vowels = "a e i o u a e i o u y ae ou ei".split()
+    import numpy as np
+
+    from tasks.data_analysis.names import ONSETS, VOWELS, made_up_name
+
+    onsets, vowels = list(ONSETS), list(VOWELS)
     words = []
     for word in like.split() or ["x"]:
         if not word[:1].isalpha() or len(word) <= 2:  # "W.", "de", "of": keep as written
             words.append(word)
+            continue
+        if re.search(r"[_\d]|.[A-Z]", word):  # seattle_weather, TEMP_MIN, gdpPercap: keep the shape
+            words.append(made_up_name(word, np.random.default_rng(rng.getrandbits(64))))
             continue
         out = ""
         while len(out) < max(3, len(word) + rng.randint(-2, 2)):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -55,6 +55,10 @@ class DataAnalysisV2Family(DataAnalysisFamily):
         split: the split whose questions ``new_task`` draws by default (the env passes its own).
         backend, python_timeout_s: as in v1.
         generator: the question generator's settings (v2's variants by default).
+        invent_names: the chance that a *train* question's files and renamable columns get
+            made-up names shaped like the real ones (``tasks.data_analysis.names``), so a
+            policy trained on the train tables must copy names, as it must on held-out
+            tables. A training augmentation: validation and test questions never change.
     """
 
     version = 2  # v2: the v2 task source (templates, splits, precision-tied tolerance)
@@ -68,7 +72,10 @@ class DataAnalysisV2Family(DataAnalysisFamily):
         backend: Backend | None = None,
         python_timeout_s: float = 30.0,
         generator: GeneratorConfig | None = None,
+        invent_names: float = 0.0,
     ) -> None:
+        if not isinstance(invent_names, (int, float)) or not 0 <= invent_names <= 1:
+            raise ConfigError(f"Expected invent_names in [0, 1], actual value: {invent_names!r}")
         if split not in self.splits:
             raise ConfigError(f"Expected split in {self.splits}, actual value: {split!r}")
         if template is not None:
@@ -83,6 +90,7 @@ class DataAnalysisV2Family(DataAnalysisFamily):
                          generator=generator or V2_GENERATOR)
         self.template = template
         self.split = split
+        self.invent_names = float(invent_names)
 
     def new_task(self, rng: np.random.Generator, split: str, options: dict[str, Any]) -> DataAnalysisV2Task:
         if "task_id" in options:
@@ -104,8 +112,11 @@ class DataAnalysisV2Family(DataAnalysisFamily):
         scope = task.scope
         tier = int(scope[1:]) if scope[0] == "t" and scope[1:].isdigit() else None
         template = None if scope == "all" or tier is not None else scope
+        config = self.generator
+        if task.split == "train" and self.invent_names > 0:
+            config = replace(config, variant=replace(config.variant, invent_probability=self.invent_names))
         return generate_question_v2(rng, split=task.split, tier=tier, template_id=template,  # type: ignore[arg-type]
-                                    config=self.generator)
+                                    config=config)
 
     async def open_episode(self, task: DataAnalysisTask) -> None:
         """Draw the v2 question (in a worker thread: pandas on the host), then v1's start."""
@@ -126,6 +137,7 @@ class DataAnalysisV2Family(DataAnalysisFamily):
             "templates": templates_digest(TEMPLATES_V2),
             "generator": asdict(self.generator),
             "split": split_summary(self.split),  # type: ignore[arg-type]
+            **({"invent_names": self.invent_names} if self.invent_names and self.split == "train" else {}),
         })
         return fields
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from tasks.data_analysis.names import made_up_name
 from tasks.data_analysis.tables import TableSpec, load_table, table_csv
 
 __all__ = ["VariantConfig", "TableVariant", "make_variant", "rename_style"]
@@ -30,6 +31,11 @@ class VariantConfig:
     missing_rates: tuple[float, ...] = (0.0, 0.0, 0.02, 0.05)
     rename_probability: float = 0.3
     """Chance that each unprotected column is renamed (when the question allows)."""
+    invent_probability: float = 0.0
+    """Chance that the variant's file and every unprotected column (when the question
+    allows renames) get made-up names (:func:`tasks.data_analysis.names.made_up_name`):
+    a training augmentation, so that names must be copied, not recalled. At 0 the
+    generator draws exactly what it drew before the option existed."""
 
     def __post_init__(self) -> None:
         if not 0 < self.min_fraction <= self.max_fraction <= 1:
@@ -39,6 +45,8 @@ class VariantConfig:
             )
         if any(not 0 <= r < 0.5 for r in self.missing_rates) or not self.missing_rates:
             raise ValueError(f"Expected missing rates in [0, 0.5), actual: {self.missing_rates}")
+        if not 0 <= self.invent_probability <= 1:
+            raise ValueError(f"Expected invent_probability in [0, 1], actual value: {self.invent_probability}")
 
 
 @dataclass(frozen=True)
@@ -50,10 +58,12 @@ class TableVariant:
     """Original column name -> the variant's name (only renamed columns)."""
     missing_rate: float
     rows: int
+    stem: str | None = None
+    """A made-up file stem (``invent_probability``); None keeps the table's name."""
 
     @property
     def file(self) -> str:
-        return f"{self.spec.name}.csv"
+        return f"{self.stem or self.spec.name}.csv"
 
     def col(self, original: str) -> str:
         return self.renames.get(original, original)
@@ -115,5 +125,30 @@ def make_variant(
             if mask.any():
                 df[col] = df[col].astype(object).where(~mask, None)
     renames = _renames(df, spec, rng, config.rename_probability) if allow_rename else {}
+    stem = None
+    if config.invent_probability > 0 and rng.random() < config.invent_probability:
+        stem = made_up_name(spec.name, rng)
+        if allow_rename:
+            renames = _invented_renames(df, spec, renames, rng)
     df = df.rename(columns=renames)
-    return TableVariant(spec=spec, data=table_csv(df), renames=renames, missing_rate=rate, rows=n)
+    return TableVariant(spec=spec, data=table_csv(df), renames=renames, missing_rate=rate, rows=n, stem=stem)
+
+
+def _invented_renames(df: pd.DataFrame, spec: TableSpec, renames: dict[str, str],
+                      rng: np.random.Generator) -> dict[str, str]:
+    """Every unprotected column made up, shaped like its (possibly restyled) name; the
+    protected ones (entity, date, keys) keep theirs, as with ordinary renames."""
+    out: dict[str, str] = {}
+    taken = {str(c) for c in df.columns if c in spec.no_missing()}
+    for col in df.columns:
+        if col in spec.no_missing():
+            continue
+        new = made_up_name(renames.get(col, str(col)), rng)
+        while new in taken or new == col:  # (a two-letter column such as "RI" stays itself)
+            if not re.search(r"[A-Za-z]{3}", new):
+                new = new + str(int(rng.integers(10)))
+            else:
+                new = made_up_name(renames.get(col, str(col)), rng)
+        taken.add(new)
+        out[col] = new
+    return out

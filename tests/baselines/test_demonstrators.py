@@ -226,7 +226,7 @@ def test_invented_names_rename_data_analysis_columns_values_and_files_consistent
             if name != "value" and not name.isdigit():
                 assert f"'{name}'" in code, (name, code)  # the code uses the question's (new) names
         answer = next(iter(_calls(messages[-1]["content"])[0]["arguments"].values()))
-        assert str(answer) == messages[3]["content"].strip()
+        assert answer == json.loads(messages[3]["content"])  # (a text answer prints JSON-quoted)
         renamed += 1
     assert renamed == 15
 
@@ -259,3 +259,31 @@ def test_search_reader_answers_with_the_results_own_tokens():
         assert any(call[k:k + len(value)] == value for k in range(len(call))), answer
         shown = tok.encode(seen)
         assert any(shown[k:k + len(value)] == value for k in range(len(shown))), answer
+
+
+def test_invented_names_keep_underscores_digits_and_capitals_and_plain_words_draw_as_before():
+    """A held-out ``seattle_weather`` must look like the made-up names SFT showed: a model
+    that only copied smooth syllables wrote ``seattleweather.csv``."""
+    import random
+    import re
+
+    from baselines.demonstrators import invented_name
+
+    for seed in range(10):
+        assert re.fullmatch(r"[a-z]{3,}_[a-z]{3,}", invented_name("seattle_weather", random.Random(seed)))
+        assert re.fullmatch(r"[A-Z]{3,}_[A-Z]{3,}", invented_name("TEMP_MIN", random.Random(seed)))
+        assert re.fullmatch(r"[a-z]{3,}[A-Z][a-z]{2,}", invented_name("gdpPercap", random.Random(seed)))
+    # Search's entities (plain words) keep their exact draws: the documented runs stay reproducible
+    assert invented_name("James Prescott Joule", random.Random(0)) == _old_invented_name("James Prescott Joule", random.Random(0))
+
+
+def _old_invented_name(like, rng):
+    onsets = "b c d f g h j k l m n p r s t v w z br dr gr kr st tr ch sh th".split()
+    vowels = "a e i o u a e i o u y ae ou ei".split()
+    words = []
+    for word in like.split():
+        out = ""
+        while len(out) < max(3, len(word) + rng.randint(-2, 2)):
+            out += rng.choice(onsets) + rng.choice(vowels) + (rng.choice("nrlsmtk") if rng.random() < 0.3 else "")
+        words.append(out[:1].upper() + out[1:] if word[0].isupper() else out)
+    return " ".join(words)

@@ -83,3 +83,37 @@ def test_oracle_through_docker_sandboxes(split, monkeypatch):
     report = run_episodes(ENV_ID, oracle_policy, episodes=40, concurrency=8, seed=11,
                           env_kwargs={"split": split, "backend": "docker"})
     _assert_oracle_solves(report)
+
+
+def test_invent_names_renames_train_questions_only_and_the_oracle_still_solves_them():
+    """``invent_names`` is a training augmentation: train questions name made-up files and
+    columns (so a policy must copy names, not recall them); validation and test questions
+    are the measurement and never change."""
+    from tasks.data_analysis.tables import TABLES
+
+    env = gym.make(ENV_ID, split="train", invent_names=1.0).unwrapped
+    try:
+        _, info = env.reset(seed=5)
+        files = list(env.task.question.files)
+        assert files and all(f.rsplit(".", 1)[0] not in TABLES for f in files)
+        assert all(f in env.task.question.text for f in files)
+        task_id = info["task_id"]
+        env.reset(options={"task_id": task_id})  # replays to the same made-up names
+        assert list(env.task.question.files) == files
+    finally:
+        env.close()
+    for split in ("validation", "test"):
+        plain, invented = (gym.make(ENV_ID, split=split, **kw).unwrapped for kw in ({}, {"invent_names": 1.0}))
+        try:
+            plain.reset(seed=5)
+            invented.reset(seed=5)
+            assert invented.task.question.text == plain.task.question.text
+            assert invented.task.question.files == plain.task.question.files
+        finally:
+            plain.close()
+            invented.close()
+    report = run_episodes(ENV_ID, oracle_policy, episodes=12, concurrency=3, seed=7,
+                          env_kwargs={"split": "train", "invent_names": 1.0})
+    _assert_oracle_solves(report)
+    with pytest.raises(ConfigError, match="invent_names"):
+        DataAnalysisV2Env(invent_names=2.0)

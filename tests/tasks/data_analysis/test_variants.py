@@ -84,3 +84,48 @@ def test_rename_styles(style, expected):
 def test_config_validates():
     with pytest.raises(ValueError):
         VariantConfig(min_fraction=0.9, max_fraction=0.5)
+
+
+# ------------------------------------------------------------------ made-up names
+@pytest.mark.parametrize("like, shape", [
+    ("seattle_weather", r"[a-z]{4,}_[a-z]{4,}"),
+    ("TEMP_MIN", r"[A-Z]{2,}_[A-Z]{2,}"),
+    ("gdpPercap", r"[a-z]+[A-Z][a-z]+"),
+    ("Temp Min", r"[A-Z][a-z]+ [A-Z][a-z]+"),
+    ("pm2_5_avg", r"pm2_5_[a-z]{3,}"),
+    ("RI", r"[A-Z]{2,5}"),
+    ("co2", r"[a-z]{2,5}2"),
+])
+def test_made_up_names_keep_the_shape_of_the_name_they_replace(like, shape):
+    import re
+
+    from tasks.data_analysis.names import made_up_name
+
+    rng = np.random.default_rng(0)
+    names = {made_up_name(like, rng) for _ in range(20)}
+    assert all(re.fullmatch(shape, n) for n in names), names
+    assert like not in names
+    assert len(names) > 10  # made up afresh, not a fixed spelling
+
+
+def test_invented_variants_rename_the_file_and_every_renamable_column():
+    spec = TABLES["seattle_weather"]
+    v = make_variant(spec, np.random.default_rng(2), config=VariantConfig(invent_probability=1.0))
+    assert v.file != "seattle_weather.csv" and v.file.endswith(".csv") and "_" in v.file
+    renamable = [c for c in load_table(spec.name).columns if c not in spec.no_missing()]
+    assert renamable and all(c in v.renames for c in renamable)
+    assert list(v.frame().columns) == [v.col(c) for c in load_table(spec.name).columns]
+    assert len(set(v.renames.values())) == len(v.renames)
+
+
+def test_invent_probability_zero_draws_exactly_the_old_variants():
+    """The default config must not consume the generator: every existing task id keeps its question."""
+    for seed in range(5):
+        a = variant("tips", seed)
+        b = variant("tips", seed, config=VariantConfig(invent_probability=0.0))
+        assert (a.data, a.file, a.renames) == (b.data, b.file, b.renames) and a.file == "tips.csv"
+
+
+def test_invent_probability_is_validated():
+    with pytest.raises(ValueError, match="invent_probability"):
+        VariantConfig(invent_probability=1.5)
