@@ -368,20 +368,29 @@ class Trainer:
         }
 
     def _success(self, split: str, seeds: Sequence[int], temperature: float, samples: int = 1) -> float:
-        """Success rate of the engine's current policy on ``seeds`` of ``split`` (one process)."""
+        """Success rate of the engine's current policy on ``seeds`` of ``split`` (one process).
+
+        Tasks run in chunks of at most a rollout batch's episodes, on envs kept for the
+        next call: every env holds its sandbox (a DataAnalysis container with pandas
+        loaded), and one env per eval task (256) in each of two runs exhausted 24 GiB."""
         cfg = self.config
+        per_chunk = max(1, cfg.rollout.tasks_per_step * cfg.rollout.group_size // samples)
         envs = self._eval_envs.setdefault(split, [])
-        n = len(seeds) * samples
         kwargs = {k: v for k, v in cfg.env.kwargs.items() if k != "split"}
+        envs += make_rollout_envs(cfg.env.id, {**kwargs, "split": split}, min(len(seeds), per_chunk) * samples - len(envs))
         sampling = SamplingConfig(cfg.rollout.max_new_tokens, temperature, cfg.rollout.top_p)
-        envs += make_rollout_envs(cfg.env.id, {**kwargs, "split": split}, n - len(envs))
-        if cfg.env.is_team:
-            return self._team_success(envs[:n], seeds, samples, sampling)
-        loop = AgentLoop(envs, self.engine, self.chat, AgentLoopConfig(sampling, cfg.rollout.max_seq_len, 0.0))
-        self.engine.wake_up()
-        batch = loop.collect(list(seeds), samples, sampling_seed=cfg.seed)
-        self.engine.sleep()
-        return sum(t.success for t in batch.trajectories) / max(len(batch.trajectories), 1)
+        wins = 0.0
+        for start in range(0, len(seeds), per_chunk):
+            chunk = list(seeds[start:start + per_chunk])
+            if cfg.env.is_team:
+                wins += len(chunk) * self._team_success(envs[:len(chunk) * samples], chunk, samples, sampling)
+                continue
+            loop = AgentLoop(envs, self.engine, self.chat, AgentLoopConfig(sampling, cfg.rollout.max_seq_len, 0.0))
+            self.engine.wake_up()
+            batch = loop.collect(chunk, samples, sampling_seed=cfg.seed + start)
+            self.engine.sleep()
+            wins += sum(t.success for t in batch.trajectories) * len(chunk) / max(len(batch.trajectories), 1)
+        return wins / max(len(seeds), 1)
 
     def _team_success(self, envs: list[Any], seeds: Sequence[int], samples: int, sampling: SamplingConfig) -> float:
         """Success rate of team episodes (one per seed and sample; not per seat) played by

@@ -113,3 +113,21 @@ def test_sft_copy_warmup_runs_before_imitation(tmp_path, trained_model_dir, capl
     warm = next(k for k, m in enumerate(messages) if m.startswith("SFT copy warm-up: 3 steps"))
     assert warm < next(k for k, m in enumerate(messages) if m.startswith("SFT step 1/4"))
     assert math.isfinite(trainer.sft_metrics["sft/copy_warmup_loss_last"]) and trainer.sft_metrics["sft/copy_warmup_seconds"] > 0
+
+
+def test_evaluation_holds_no_more_envs_than_a_rollout_batch(tmp_path, trained_model_dir):
+    """Each eval env holds its sandbox (a DataAnalysis container with pandas loaded): two
+    DataAnalysis runs evaluating 256 tasks on one env each held ~700 containers and ran
+    this 24 GiB machine out of memory. Evaluation runs in chunks of a rollout batch, and
+    a chunked evaluation scores the same tasks as one pass would."""
+    trainer = Trainer(_config(tmp_path, trained_model_dir, steps=1, extra=["sft.episodes=0", "eval_sampled=false"]))
+    try:
+        batch = trainer.config.rollout.tasks_per_step * trainer.config.rollout.group_size
+        seeds = list(range(3 * batch + 5))
+        chunked = trainer._success("validation", seeds, 0.0)
+        assert 0 < len(trainer._eval_envs["validation"]) <= batch
+        trainer.config.rollout.tasks_per_step = len(seeds)  # one pass over every task
+        assert trainer._success("validation", seeds, 0.0) == chunked
+        assert len(trainer._eval_envs["validation"]) == len(seeds)
+    finally:
+        trainer.close()
