@@ -52,6 +52,10 @@ __all__ = ["Trainer", "env_corpus", "resolve_model_path", "build_engine"]
 logger = logging.getLogger(__name__)
 MetricsCallback = Callable[[int, dict[str, float]], None]
 
+EVAL_CHUNK_EPISODES = 64
+"""An evaluation plays at most this many episodes at once (or a rollout batch, if more):
+each holds an env and its sandbox for the run's lifetime (``Trainer._success``)."""
+
 
 def env_corpus(env_id: str, env_kwargs: dict[str, Any], episodes: int = 300) -> list[str]:
     """Text an env shows and the oracle writes, to train the tiny model's tokenizer on."""
@@ -370,11 +374,12 @@ class Trainer:
     def _success(self, split: str, seeds: Sequence[int], temperature: float, samples: int = 1) -> float:
         """Success rate of the engine's current policy on ``seeds`` of ``split`` (one process).
 
-        Tasks run in chunks of at most a rollout batch's episodes, on envs kept for the
+        Tasks run in chunks of at most a rollout batch's episodes (or
+        :data:`EVAL_CHUNK_EPISODES`, if more), on envs kept for the
         next call: every env holds its sandbox (a DataAnalysis container with pandas
         loaded), and one env per eval task (256) in each of two runs exhausted 24 GiB."""
         cfg = self.config
-        per_chunk = max(1, cfg.rollout.tasks_per_step * cfg.rollout.group_size // samples)
+        per_chunk = max(1, max(EVAL_CHUNK_EPISODES, cfg.rollout.tasks_per_step * cfg.rollout.group_size) // samples)
         envs = self._eval_envs.setdefault(split, [])
         kwargs = {k: v for k, v in cfg.env.kwargs.items() if k != "split"}
         envs += make_rollout_envs(cfg.env.id, {**kwargs, "split": split}, min(len(seeds), per_chunk) * samples - len(envs))

@@ -122,8 +122,10 @@ def test_evaluation_holds_no_more_envs_than_a_rollout_batch(tmp_path, trained_mo
     a chunked evaluation scores the same tasks as one pass would."""
     trainer = Trainer(_config(tmp_path, trained_model_dir, steps=1, extra=["sft.episodes=0", "eval_sampled=false"]))
     try:
-        batch = trainer.config.rollout.tasks_per_step * trainer.config.rollout.group_size
-        seeds = list(range(3 * batch + 5))
+        from baselines.trainer import EVAL_CHUNK_EPISODES
+
+        batch = max(EVAL_CHUNK_EPISODES, trainer.config.rollout.tasks_per_step * trainer.config.rollout.group_size)
+        seeds = list(range(2 * batch + 5))
         chunked = trainer._success("validation", seeds, 0.0)
         assert 0 < len(trainer._eval_envs["validation"]) <= batch
         trainer.config.rollout.tasks_per_step = len(seeds)  # one pass over every task
