@@ -144,7 +144,7 @@ def _invented_renames(df: pd.DataFrame, spec: TableSpec, renames: dict[str, str]
         if col in spec.no_missing():
             continue
         new = made_up_name(renames.get(col, str(col)), rng)
-        while new in taken or new == col:  # (a two-letter column such as "RI" stays itself)
+        while new in taken or new == col:  # a clash (or, rarely, the same spelling drawn again)
             if not re.search(r"[A-Za-z]{3}", new):
                 new = new + str(int(rng.integers(10)))
             else:
