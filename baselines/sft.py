@@ -18,7 +18,60 @@ from baselines.chat_tokens import ChatTokenizer
 from baselines.logprobs import first_generated_position, sequence_logprobs
 from baselines.trajectory import Trajectory, collate
 
-__all__ = ["copy_warmup", "oracle_trajectories", "sft_train"]
+__all__ = ["EarlyStop", "copy_warmup", "oracle_trajectories", "sft_train"]
+
+
+class EarlyStop:
+    """When SFT stops, and which weights it keeps: the stop rule of :func:`sft_train`.
+
+    Each check reports a held-out success rate. Training stops when one reaches
+    ``stop_success``; with ``patience``, it also stops after that many checks in a row
+    without a new best, and the best check's weights are restored (:meth:`restore_best`).
+
+    Why patience: the success of 32 sampled episodes moves by +-0.07 between checks (one
+    standard error near 0.2), and the imitation loss stops being informative long before
+    that. A DataAnalysis run on a slower machine kind oscillated 0.12-0.22 from step 900
+    to 1,300 without reaching 0.3, and would have trained to the step limit (another 45
+    minutes) for no gain. The best-check weights are a CPU copy of the state dict: for
+    the tiny model a few MB; under FSDP2 SFT is refused anyway.
+    """
+
+    def __init__(self, stop_success: float | None, patience: int | None = None) -> None:
+        if patience is not None and patience < 1:
+            raise ValueError(f"Expected patience >= 1 or None, actual value: {patience}")
+        self.stop_success = stop_success
+        self.patience = patience
+        self.checks: list[tuple[int, float]] = []
+        self.best: tuple[int, float] | None = None
+        self._best_state: dict[str, torch.Tensor] | None = None
+        self.reason: str | None = None
+        """Why training stopped: ``"success"``, ``"patience"``, or None (it did not)."""
+
+    def observe(self, step: int, success: float, model: torch.nn.Module) -> bool:
+        """Record a check at ``step``; True when training should stop now."""
+        self.checks.append((step, success))
+        if self.best is None or success > self.best[1]:
+            self.best = (step, success)
+            if self.patience is not None:
+                self._best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+        if self.stop_success is not None and success >= self.stop_success:
+            self.reason = "success"
+            return True
+        since_best = sum(1 for s, _ in self.checks if s > self.best[0])
+        if self.patience is not None and since_best >= self.patience:
+            self.reason = "patience"
+            return True
+        return False
+
+    def restore_best(self, model: torch.nn.Module) -> int | None:
+        """After a stop for patience, load the best check's weights into ``model``;
+        returns the step restored (None otherwise: a stop on ``stop_success`` keeps the
+        weights that reached it, and a run that trained every step keeps its last,
+        unchecked, weights)."""
+        if self.reason != "patience" or self._best_state is None or self.best is None:
+            return None
+        model.load_state_dict(self._best_state)
+        return self.best[0]
 
 
 def oracle_trajectories(env: Any, chat: ChatTokenizer, seeds: Sequence[int],

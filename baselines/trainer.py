@@ -234,7 +234,7 @@ class Trainer:
 
     def _warm_start(self, policy: torch.nn.Module, gym: Any) -> None:
         from baselines.demonstrators import demonstrator
-        from baselines.sft import copy_warmup, oracle_trajectories, sft_train
+        from baselines.sft import EarlyStop, copy_warmup, oracle_trajectories, sft_train
 
         if self.info.strategy == "fsdp2":
             raise ConfigError("sft.episodes > 0 is not supported with dist.strategy=fsdp2; run SFT in one process first.")
@@ -245,18 +245,19 @@ class Trainer:
                                     invent=self.config.sft.invent)
         env.close()
         sft = self.config.sft
-        checks: list[float] = []
+        stop = EarlyStop(sft.stop_success, sft.stop_patience)
 
         def should_stop(done: int) -> bool:
-            """Sampled success on train tasks (not the SFT data) crossed ``stop_success``?"""
+            """Held-out sampled success (not the SFT data) crossed ``stop_success``, or
+            ``stop_patience`` checks passed without a new best (:class:`EarlyStop`)?"""
             if done < sft.check_from:
                 return False
             self.engine.sync_weights({k: v.detach() for k, v in policy.state_dict().items()})
             seeds = range(20_000, 20_000 + sft.check_tasks)  # same tasks on every rank: same decision
             split = sft.check_split or self.config.env.kwargs.get("split", "train")
-            checks.append(self._success(split, seeds, self.config.rollout.temperature))
-            logger.info("SFT step %d: sampled success %.3f on %d %s tasks", done, checks[-1], sft.check_tasks, split)
-            return checks[-1] >= sft.stop_success
+            success = self._success(split, seeds, self.config.rollout.temperature)
+            logger.info("SFT step %d: sampled success %.3f on %d %s tasks", done, success, sft.check_tasks, split)
+            return stop.observe(done, success, policy)
 
         t0 = time.perf_counter()
 
@@ -282,14 +283,22 @@ class Trainer:
         logger.info("SFT: %d demonstrations, up to %d steps of %d", len(trajs), sft.steps, sft.batch_size)
         losses = sft_train(policy, trajs, steps=sft.steps, batch_size=sft.batch_size, lr=sft.lr, pad_token_id=self.tokenizer.pad_token_id,
                            device=self.info.device, seed=self.config.seed, schedule=sft.schedule, on_step=progress,
-                           should_stop=should_stop if sft.stop_success is not None else None, check_every=sft.check_every,
-                           observation_weight=sft.observation_weight)
+                           should_stop=should_stop if sft.stop_success is not None or sft.stop_patience else None,
+                           check_every=sft.check_every, observation_weight=sft.observation_weight)
+        restored = stop.restore_best(policy)
+        if restored is not None:
+            logger.info("SFT: %d checks without a new best; keeping step %d's weights (success %.3f)",
+                        sft.stop_patience, restored, stop.best[1])
         self.sft_metrics = {"sft/loss_first": losses[0], "sft/loss_last": float(np.mean(losses[-10:])), "sft/steps": float(len(losses)),
                             "sft/oracle_success": float(np.mean([t.success for t in trajs])), "sft/seconds": time.perf_counter() - t0,
                             "sft/episodes": float(len(trajs)),
                             "sft/tokens": float(len(losses) * sft.batch_size * np.mean([len(t.token_ids) for t in trajs])), **warm_metrics}
-        if checks:
-            self.sft_metrics["sft/check_sampled_success"] = checks[-1]
+        if stop.checks:
+            self.sft_metrics["sft/check_sampled_success"] = stop.checks[-1][1]
+            self.sft_metrics["sft/best_check_success"] = stop.best[1]
+            self.sft_metrics["sft/best_check_step"] = float(stop.best[0])
+        if restored is not None:
+            self.sft_metrics["sft/restored_step"] = float(restored)
         if self.info.is_main:  # the SFT start, loadable with model.path=... sft.episodes=0 (one SFT, many RL runs)
             policy.save_pretrained(self.run_dir / "sft_model")
             self.tokenizer.save_pretrained(self.run_dir / "sft_model")

@@ -70,6 +70,7 @@ def test_a_bad_override_is_a_config_error():
     ("sft.batch_size=-1", "Expected sft.batch_size >= 1"),
     ("sft.steps=-5", "Expected sft.steps >= 1"),
     ("sft.stop_success=1.5", "Expected sft.stop_success in (0, 1]"),
+    ("sft.stop_patience=0", "Expected sft.stop_patience >= 1, actual value: 0"),
     ("rollout.vllm.gpu_memory_utilization=1.5", "Expected rollout.vllm.gpu_memory_utilization in (0, 1]"),
     ("model.tiny.hidden_size=0", "Expected model.tiny.hidden_size >= 1"),
     ("model.tiny.num_attention_heads=3", "divisible by num_attention_heads"),
@@ -113,10 +114,10 @@ NUMERIC_KEYS = [key for key, tp in _leaves(TrainConfig) if _scalar(tp) in (int, 
 
 def test_the_numeric_keys_are_all_found():
     """The walk above sees every section, so the range tests below cover every field
-    (58 numeric keys, plus log.tool_usage_min's values, checked above)."""
-    assert len(NUMERIC_KEYS) == 58 and {"steps", "threads", "rollout.vllm.max_model_len", "algo.mismatch.tis_cap",
+    (59 numeric keys, plus log.tool_usage_min's values, checked above)."""
+    assert len(NUMERIC_KEYS) == 59 and {"steps", "threads", "rollout.vllm.max_model_len", "algo.mismatch.tis_cap",
                                         "model.tiny.vocab_size", "sft.stop_success", "sft.counterfactual", "sft.invent",
-                                        "sft.observation_weight", "sft.copy_warmup"} <= set(NUMERIC_KEYS)
+                                        "sft.observation_weight", "sft.copy_warmup", "sft.stop_patience"} <= set(NUMERIC_KEYS)
 
 
 def _names_the_key(message, key):

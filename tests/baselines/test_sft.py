@@ -105,3 +105,52 @@ def test_copy_warmup_needs_tokens_to_copy():
 
     with pytest.raises(ValueError, match="at least 2 token ids"):
         copy_warmup(_model(), [5, 5], steps=1, batch_size=2, lr=1e-3)
+
+
+def _linear(value: float) -> torch.nn.Module:
+    layer = torch.nn.Linear(2, 1, bias=False)
+    with torch.no_grad():
+        layer.weight.fill_(value)
+    return layer
+
+
+def test_early_stop_on_success_keeps_the_weights_that_reached_it():
+    from baselines.sft import EarlyStop
+
+    stop, model = EarlyStop(0.3, patience=2), _linear(1.0)
+    assert not stop.observe(100, 0.2, model)
+    model.weight.data.fill_(2.0)
+    assert stop.observe(200, 0.31, model) and stop.reason == "success"
+    assert stop.restore_best(model) is None and float(model.weight[0, 0]) == 2.0
+
+
+def test_early_stop_on_patience_restores_the_best_checks_weights():
+    """Checks 0.1, 0.25 (best), 0.25 (equal is not better), 0.2: with patience 2 it stops
+    at the fourth check and the model gets the second check's weights back."""
+    from baselines.sft import EarlyStop
+
+    stop, model = EarlyStop(0.3, patience=2), _linear(0.0)
+    decisions = []
+    for step, (success, weight) in enumerate([(0.1, 1.0), (0.25, 2.0), (0.25, 3.0), (0.2, 4.0)], start=1):
+        model.weight.data.fill_(weight)
+        decisions.append(stop.observe(step * 100, success, model))
+    assert decisions == [False, False, False, True] and stop.reason == "patience"
+    assert stop.best == (200, 0.25)
+    assert stop.restore_best(model) == 200 and float(model.weight[0, 0]) == 2.0
+
+
+def test_early_stop_without_patience_never_stops_below_the_threshold():
+    from baselines.sft import EarlyStop
+
+    stop, model = EarlyStop(0.9), _linear(0.0)
+    assert not any(stop.observe(s, 0.5 - s / 1000, model) for s in range(1, 50))
+    assert stop.reason is None and stop.restore_best(model) is None
+
+
+def test_early_stop_rejects_a_patience_below_one():
+    import pytest
+
+    from baselines.sft import EarlyStop
+
+    with pytest.raises(ValueError, match="patience >= 1"):
+        EarlyStop(0.3, patience=0)

@@ -133,3 +133,21 @@ def test_evaluation_holds_no_more_envs_than_a_rollout_batch(tmp_path, trained_mo
         assert len(trainer._eval_envs["validation"]) == len(seeds)
     finally:
         trainer.close()
+
+
+def test_sft_stop_patience_keeps_the_best_checks_weights(tmp_path, trained_model_dir):
+    """At lr 1.0 every SFT step after the first wrecks the policy, so no later check beats
+    the first: with patience 2 SFT stops at step 3 and keeps step 1's weights, the same
+    weights as a run of exactly one SFT step (same seed, same minibatch)."""
+    common = ["sft.lr=1.0", "sft.schedule=constant", "sft.check_tasks=4", "eval_sampled=false"]
+    patient = Trainer(_config(tmp_path / "patient", trained_model_dir, steps=1, extra=[
+        *common, "sft.steps=8", "sft.check_every=1", "sft.check_from=1", "sft.stop_success=null", "sft.stop_patience=2"]))
+    patient.close()
+    assert patient.sft_metrics["sft/steps"] == 3 and patient.sft_metrics["sft/restored_step"] == 1, patient.sft_metrics
+    once = Trainer(_config(tmp_path / "once", trained_model_dir, steps=1, extra=[*common, "sft.steps=1", "sft.stop_success=null"]))
+    once.close()
+    for (name, a), b in zip(patient.model.named_parameters(), once.model.parameters()):
+        assert torch.equal(a, b), name
+    wrecked = Trainer(_config(tmp_path / "wrecked", trained_model_dir, steps=1, extra=[*common, "sft.steps=3", "sft.stop_success=null"]))
+    wrecked.close()
+    assert any(not torch.equal(a, b) for a, b in zip(patient.model.parameters(), wrecked.model.parameters()))
