@@ -251,7 +251,8 @@ class SFTConfig(_Section):
     on ``check_tasks`` train-split tasks reaches this; None trains all ``steps``."""
     stop_patience: StrictInt | None = Field(None, ge=1)
     """Also stop after this many checks in a row without a new best success, and keep
-    the best check's weights (``baselines.sft.EarlyStop``); None: only ``stop_success``
+    the best check's weights (``baselines.sft.EarlyStop``; counted from the first check
+    above 0); None: only ``stop_success``
     or ``steps`` ends SFT. A small check set is noisy (+-0.07 at 32 tasks near 0.2), so
     a threshold alone can leave a run oscillating below it to the step limit."""
     check_every: StrictInt = Field(20, ge=0)

@@ -27,6 +27,8 @@ class EarlyStop:
     Each check reports a held-out success rate. Training stops when one reaches
     ``stop_success``; with ``patience``, it also stops after that many checks in a row
     without a new best, and the best check's weights are restored (:meth:`restore_best`).
+    Patience counts only once some check succeeded: before imitation "clicks" every
+    check reads 0 for hundreds of steps (docs/training.md), and that is not a plateau.
 
     Why patience: the success of 32 sampled episodes moves by +-0.07 between checks (one
     standard error near 0.2), and the imitation loss stops being informative long before
@@ -58,7 +60,7 @@ class EarlyStop:
             self.reason = "success"
             return True
         since_best = sum(1 for s, _ in self.checks if s > self.best[0])
-        if self.patience is not None and since_best >= self.patience:
+        if self.patience is not None and self.best[1] > 0 and since_best >= self.patience:
             self.reason = "patience"
             return True
         return False

@@ -154,3 +154,15 @@ def test_early_stop_rejects_a_patience_below_one():
 
     with pytest.raises(ValueError, match="patience >= 1"):
         EarlyStop(0.3, patience=0)
+
+
+def test_early_stop_patience_waits_for_a_first_success():
+    """Checks of 0 before imitation clicks are not a plateau: patience starts counting at
+    the first check above 0."""
+    from baselines.sft import EarlyStop
+
+    stop, model = EarlyStop(0.3, patience=2), _linear(0.0)
+    assert not any(stop.observe(s, 0.0, model) for s in (100, 200, 300, 400))
+    assert not stop.observe(500, 0.1, model)
+    assert not stop.observe(600, 0.05, model)
+    assert stop.observe(700, 0.1, model) and stop.reason == "patience" and stop.best == (500, 0.1)

@@ -136,18 +136,21 @@ def test_evaluation_holds_no_more_envs_than_a_rollout_batch(tmp_path, trained_mo
 
 
 def test_sft_stop_patience_keeps_the_best_checks_weights(tmp_path, trained_model_dir):
-    """At lr 1.0 every SFT step after the first wrecks the policy, so no later check beats
-    the first: with patience 2 SFT stops at step 3 and keeps step 1's weights, the same
-    weights as a run of exactly one SFT step (same seed, same minibatch)."""
-    common = ["sft.lr=1.0", "sft.schedule=constant", "sft.check_tasks=4", "eval_sampled=false"]
+    """SFT checked after every step with patience 2 stops two checks after its best and
+    keeps the best check's weights: the same weights as a run of exactly that many SFT
+    steps (same seed, same minibatches), not those of the step it stopped at."""
+    common = ["sft.lr=1e-3", "sft.schedule=constant", "sft.check_tasks=8", "eval_sampled=false", "sft.stop_success=null"]
     patient = Trainer(_config(tmp_path / "patient", trained_model_dir, steps=1, extra=[
-        *common, "sft.steps=8", "sft.check_every=1", "sft.check_from=1", "sft.stop_success=null", "sft.stop_patience=2"]))
+        *common, "sft.steps=12", "sft.check_every=1", "sft.check_from=1", "sft.stop_patience=2"]))
     patient.close()
-    assert patient.sft_metrics["sft/steps"] == 3 and patient.sft_metrics["sft/restored_step"] == 1, patient.sft_metrics
-    once = Trainer(_config(tmp_path / "once", trained_model_dir, steps=1, extra=[*common, "sft.steps=1", "sft.stop_success=null"]))
-    once.close()
-    for (name, a), b in zip(patient.model.named_parameters(), once.model.parameters()):
+    metrics = patient.sft_metrics
+    best = int(metrics["sft/best_check_step"])
+    assert metrics["sft/best_check_success"] > 0 and metrics["sft/restored_step"] == best, metrics
+    assert metrics["sft/steps"] == best + 2, metrics
+    same = Trainer(_config(tmp_path / "same", trained_model_dir, steps=1, extra=[*common, f"sft.steps={best}"]))
+    same.close()
+    for (name, a), b in zip(patient.model.named_parameters(), same.model.parameters()):
         assert torch.equal(a, b), name
-    wrecked = Trainer(_config(tmp_path / "wrecked", trained_model_dir, steps=1, extra=[*common, "sft.steps=3", "sft.stop_success=null"]))
-    wrecked.close()
-    assert any(not torch.equal(a, b) for a, b in zip(patient.model.parameters(), wrecked.model.parameters()))
+    last = Trainer(_config(tmp_path / "last", trained_model_dir, steps=1, extra=[*common, f"sft.steps={best + 2}"]))
+    last.close()
+    assert any(not torch.equal(a, b) for a, b in zip(patient.model.parameters(), last.model.parameters()))
