@@ -248,7 +248,7 @@ class Trainer:
         stop = EarlyStop(sft.stop_success, sft.stop_patience)
 
         def should_stop(done: int) -> bool:
-            """Held-out sampled success (not the SFT data) crossed ``stop_success``, or
+            """Sampled success on ``check_split`` tasks (not the SFT data) crossed ``stop_success``, or
             ``stop_patience`` checks passed without a new best (:class:`EarlyStop`)?"""
             if done < sft.check_from:
                 return False
