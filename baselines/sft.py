@@ -24,9 +24,9 @@ __all__ = ["EarlyStop", "copy_warmup", "oracle_trajectories", "sft_train"]
 class EarlyStop:
     """When SFT stops, and which weights it keeps: the stop rule of :func:`sft_train`.
 
-    Each check reports a held-out success rate. Training stops when one reaches
-    ``stop_success``; with ``patience``, it also stops after that many checks in a row
-    without a new best, and the best check's weights are restored (:meth:`restore_best`).
+    Each check reports a sampled success rate (held out when ``sft.check_split`` is
+    set). Training stops when one reaches ``stop_success``; with ``patience``, it also
+    stops after that many checks in a row without a new best, and the best check's weights are restored (:meth:`restore_best`).
     Patience counts only once some check succeeded: before imitation "clicks" every
     check reads 0 for hundreds of steps (docs/training.md), and that is not a plateau.
 
