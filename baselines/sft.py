@@ -26,7 +26,8 @@ class EarlyStop:
 
     Each check reports a sampled success rate (held out when ``sft.check_split`` is
     set). Training stops when one reaches ``stop_success``; with ``patience``, it also
-    stops after that many checks in a row without a new best, and the best check's weights are restored (:meth:`restore_best`).
+    stops after that many checks in a row without a new best, and the best check's
+    weights are restored (:meth:`restore_best`).
     Patience counts only once some check succeeded: before imitation "clicks" every
     check reads 0 for hundreds of steps (docs/training.md), and that is not a plateau.
 
