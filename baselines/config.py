@@ -210,6 +210,8 @@ class AlgoConfig(_Section):
     """If set, ``ewma_age`` was tuned at this many episodes per optimiser step and is
     rescaled to the actual minibatch size (batch size invariance)."""
     ewma_device: Literal["policy", "cpu"] = "policy"
+    """Where the EWMA (and ``kl_coef``'s reference copy) live; ``cpu`` moves each to the
+    policy's device for its forward only, keeping accelerator memory for training."""
     eps_low: Real = Field(0.2, gt=0, lt=1)
     eps_high: Real = Field(0.2, gt=0)
     imp_samp_max: Real = Field(2.0, ge=1)
@@ -223,6 +225,10 @@ class AlgoConfig(_Section):
     lr: Real = Field(1e-5, gt=0)
     weight_decay: Real = Field(0.0, ge=0)
     max_grad_norm: Real = Field(1.0, gt=0)
+    kl_coef: Real = Field(0.0, ge=0)
+    """Weight of a per-token KL penalty to the weights RL starts from (the SFT start, or
+    ``model.path``; :mod:`baselines.loss`): keeps a small policy near what it imitated
+    while RL sharpens it. 0 keeps no reference copy."""
     mismatch: MismatchConfig = Field(default_factory=MismatchConfig)
     """Checked by :class:`~baselines.mismatch.MismatchConfig` itself (a dataclass)."""
 

@@ -21,6 +21,16 @@ proximal policy; capping ``pi_b`` from below at ``pi_theta / imp_samp_max`` boun
 importance weight ``pi_theta / pi_b'`` by ``imp_samp_max`` so rare behaviour tokens cannot
 dominate the batch. ``w`` is the optional train/inference mismatch weight (TIS/MIS).
 
+An optional KL penalty anchors the policy to a frozen *reference* ``pi_ref`` (the weights
+RL started from, e.g. the SFT start), per token, with Schulman's k3 estimator (non-negative,
+unbiased for ``KL(pi_theta || pi_ref)`` on tokens drawn from ``pi_theta``)::
+
+    d      = log pi_ref - log pi_theta
+    l_kl   = kl_coef * (exp(d) - d - 1)                    d l_kl / d log pi_theta = kl_coef * (1 - exp(d))
+
+It is added to ``l`` unweighted: the penalty is about where the policy is, not about the
+data's advantage, so no importance or mismatch weight applies to it.
+
 With asynchronous data the two corrections stay apart: ``pi_prox / pi_b'`` is the
 *staleness* factor (the policy moved since version ``v`` sampled the token) and ``w``
 the *engine* factor ``pi_trainer_v / pi_engine_v`` (same weights, two stacks); their
@@ -64,6 +74,8 @@ def ppo_ewma_loss(
     imp_samp_max: float = 2.0,
     weights: torch.Tensor | None = None,
     num_tokens: float | None = None,
+    logp_ref: torch.Tensor | None = None,
+    kl_coef: float = 0.0,
 ) -> PPOLossOutput:
     """Compute the PPO-EWMA loss (module docstring) over ``[B, T]`` token tensors.
 
@@ -75,7 +87,11 @@ def ppo_ewma_loss(
         mask: 1 on generated tokens, 0 on prompt, tool output and padding.
         weights: optional detached per-token mismatch weights ``w``.
         num_tokens: the token-mean denominator; defaults to ``mask.sum()``.
+        logp_ref: ``log pi_ref`` of a frozen reference policy, for the KL penalty.
+        kl_coef: the penalty's weight (module docstring); needs ``logp_ref`` when > 0.
     """
+    if kl_coef > 0 and logp_ref is None:
+        raise ValueError("kl_coef > 0 needs logp_ref, the reference policy's log-probs")
     mask = mask.to(logp.dtype)
     if advantages.dim() == 1:
         advantages = advantages[:, None].expand_as(logp)
@@ -90,11 +106,19 @@ def ppo_ewma_loss(
     token_loss = -prox_weight * torch.minimum(unclipped, clipped)
     if weights is not None:
         token_loss = token_loss * weights.detach()
+    kl_ref = None
+    if logp_ref is not None:
+        d = logp_ref.detach() - logp
+        kl_ref = d.exp() - d - 1.0
+        if kl_coef > 0:
+            token_loss = token_loss + kl_coef * kl_ref
 
     denom = float(mask.sum()) if num_tokens is None else float(num_tokens)
     loss = (token_loss * mask).sum() / max(denom, 1.0)
     capped = logp_behav.detach() < logp.detach() - math.log(imp_samp_max)
     stats = _loss_stats(logp, logp_prox, ratio, advantages, prox_weight, capped, mask, eps_low, eps_high)
+    if kl_ref is not None:
+        stats["kl_ref"] = float((kl_ref.detach() * mask).sum() / mask.sum().clamp_min(1.0))
     return PPOLossOutput(loss=loss, stats=stats, num_tokens=int(mask.sum()))
 
 

@@ -192,6 +192,7 @@ class Trainer:
         if config.sft.episodes > 0 and not self._resuming():
             self._warm_start(policy, gym)
         self.ewma = self._make_ewma(policy)
+        self.reference = self._make_reference(policy)
         self.model = wrap_model(policy, self.info, self.compute_dtype)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.algo.lr, weight_decay=config.algo.weight_decay)
         # Stale tokens under TIS/MIS need the trainer's weights at the version that sampled
@@ -199,7 +200,7 @@ class Trainer:
         stale_correction = config.rollout.max_staleness > 0 and config.algo.mismatch.mode != "none"
         self.versions = PolicyVersions(keep=config.rollout.max_staleness + 1) if stale_correction else None
         self.updater = PolicyUpdater(self.model, self.optimizer, self.ewma, config.algo, self.info, config.rollout.temperature,
-                                     compute_dtype=self.compute_dtype, versions=self.versions)
+                                     compute_dtype=self.compute_dtype, versions=self.versions, reference=self.reference)
         n_local = self._local_tasks(config.rollout.tasks_per_step)
         envs = make_rollout_envs(config.env.id, config.env.kwargs,
                                  (config.rollout.max_staleness + 1) * n_local * config.rollout.group_size,
@@ -315,6 +316,32 @@ class Trainer:
         if self.info.strategy == "fsdp2":
             shard_like(ewma.module, self.info, self.compute_dtype)
         return ewma
+
+    def _make_reference(self, policy: torch.nn.Module) -> torch.nn.Module | None:
+        """A frozen copy of the weights RL starts from, for ``algo.kl_coef``'s penalty.
+
+        On resume ``policy`` holds ``model.path``'s weights (SFT is not rerun), so a run
+        that did SFT takes the reference from the SFT start it saved (``RUN/sft_model``).
+        """
+        import copy
+
+        if self.config.algo.kl_coef == 0:
+            return None
+        reference = copy.deepcopy(policy)
+        if self._resuming() and self.config.sft.episodes > 0:
+            from transformers import AutoModelForCausalLM
+
+            saved = self.run_dir / "sft_model"
+            if not saved.is_dir():
+                raise ConfigError(f"algo.kl_coef > 0 on resume needs the SFT start the run saved at {saved}; it is missing")
+            reference.load_state_dict(AutoModelForCausalLM.from_pretrained(saved).state_dict())
+        reference.requires_grad_(False)
+        reference.eval()
+        if self.config.algo.ewma_device == "cpu":
+            reference.to("cpu")
+        if self.info.strategy == "fsdp2":
+            shard_like(reference, self.info, self.compute_dtype)
+        return reference
 
     def sync_engine(self) -> None:
         """Push the trainer's current weights into the rollout engine."""

@@ -89,12 +89,17 @@ class PolicyUpdater:
         temperature: the sampling temperature; log-probs are of ``logits / temperature``.
         versions: the trainer's weights at recent policy versions; needed under TIS/MIS
             when a batch has stale tokens (module docstring), else unused.
+        reference: a frozen copy of the weights RL started from, for ``algo.kl_coef``'s
+            KL penalty (:mod:`baselines.loss`); needed when that is > 0.
     """
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, ewma: EWMAModel | None, algo: AlgoConfig,
                  info: DistInfo = DistInfo(), temperature: float = 1.0, compute_dtype: torch.dtype = torch.float32,
-                 versions: PolicyVersions | None = None) -> None:
+                 versions: PolicyVersions | None = None, reference: nn.Module | None = None) -> None:
+        if algo.kl_coef > 0 and reference is None:
+            raise ValueError("algo.kl_coef > 0 needs a reference model: pass PolicyUpdater(reference=...)")
         self.model = model
+        self.reference = reference
         self.versions = versions
         self.optimizer = optimizer
         self.ewma = ewma
@@ -295,11 +300,12 @@ class PolicyUpdater:
         weights = part.is_weights
         if self._old_in_step and self._at_rollout_weights:
             behav, weights = self._old_from_step(logp.detach(), part, behav)
-        prox = self._proximal_logprobs(part) if self.ewma is not None else behav
+        prox = self._frozen_logprobs(self.ewma.module, part) if self.ewma is not None else behav
+        ref = self._frozen_logprobs(self.reference, part) if self.reference is not None else None
         out = ppo_ewma_loss(
             logp, prox, behav, part.advantages, mask,
             eps_low=self.algo.eps_low, eps_high=self.algo.eps_high, imp_samp_max=self.algo.imp_samp_max,
-            weights=weights, num_tokens=global_tokens,
+            weights=weights, num_tokens=global_tokens, logp_ref=ref, kl_coef=self.algo.kl_coef,
         )
         count = int(mask.sum())
         stats = {f"loss/{k}": v for k, v in out.stats.items()}
@@ -335,9 +341,9 @@ class PolicyUpdater:
         return out
 
     @torch.no_grad()
-    def _proximal_logprobs(self, part: TokenBatch) -> torch.Tensor:
-        assert self.ewma is not None
-        module = self.ewma.module
+    def _frozen_logprobs(self, module: nn.Module, part: TokenBatch) -> torch.Tensor:
+        """Log-probs under a frozen copy (the EWMA or the reference), moved to the batch's
+        device for the forward when it is kept elsewhere (``algo.ewma_device``)."""
         device = part.input_ids.device
         home = next(module.parameters()).device
         if home != device:

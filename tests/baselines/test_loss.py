@@ -60,3 +60,32 @@ def test_plain_ppo_is_proximal_equal_behaviour():
     behav = _log([0.25])
     out = ppo_ewma_loss(logp, behav, behav, torch.tensor([1.0], dtype=torch.float64), torch.ones(1, 1, dtype=torch.float64))
     assert out.loss.item() == pytest.approx(-min(0.3 / 0.25, 1.2))
+
+
+def test_kl_penalty_to_the_reference_adds_k3_and_its_gradient():
+    # A = 0 leaves only the penalty: l = beta * (exp(d) - d - 1), d = log pi_ref - log pi_theta,
+    # d l / d log pi_theta = beta * (1 - exp(d)); token mean over 2 tokens.
+    logp = _log([0.5, 0.2]).requires_grad_(True)
+    same = _log([0.5, 0.2])
+    ref = _log([0.25, 0.4])
+    adv = torch.zeros(1, 2, dtype=torch.float64)
+    mask = torch.ones(1, 2, dtype=torch.float64)
+    d = [math.log(0.25 / 0.5), math.log(0.4 / 0.2)]
+    k3 = [math.exp(x) - x - 1 for x in d]
+    out = ppo_ewma_loss(logp, same, same, adv, mask, logp_ref=ref, kl_coef=0.1)
+    assert out.loss.item() == pytest.approx(0.1 * sum(k3) / 2)
+    assert out.stats["kl_ref"] == pytest.approx(sum(k3) / 2)
+    out.loss.backward()
+    assert logp.grad.tolist()[0] == pytest.approx([0.1 * (1 - math.exp(x)) / 2 for x in d])
+
+
+def test_kl_coef_zero_only_measures_and_a_positive_one_needs_the_reference():
+    logp = _log([0.5]).requires_grad_(True)
+    same = _log([0.5])
+    adv = torch.tensor([1.0], dtype=torch.float64)
+    mask = torch.ones(1, 1, dtype=torch.float64)
+    plain = ppo_ewma_loss(logp, same, same, adv, mask)
+    measured = ppo_ewma_loss(logp, same, same, adv, mask, logp_ref=_log([0.1]))
+    assert measured.loss.item() == plain.loss.item() and measured.stats["kl_ref"] > 0
+    with pytest.raises(ValueError, match="logp_ref"):
+        ppo_ewma_loss(logp, same, same, adv, mask, kl_coef=0.1)

@@ -154,3 +154,30 @@ def test_sft_stop_patience_keeps_the_best_checks_weights(tmp_path, trained_model
     last = Trainer(_config(tmp_path / "last", trained_model_dir, steps=1, extra=[*common, f"sft.steps={best + 2}"]))
     last.close()
     assert any(not torch.equal(a, b) for a, b in zip(patient.model.parameters(), last.model.parameters()))
+
+
+def test_kl_reference_is_the_sft_start_also_after_resume(tmp_path, trained_model_dir):
+    """``algo.kl_coef`` anchors RL to the weights it starts from: the SFT start, which a
+    resumed run (SFT not rerun, the policy built from ``model.path``) reloads from disk."""
+    from transformers import AutoModelForCausalLM
+
+    extra = ["algo.kl_coef=0.05", "sft.lr=1e-3"]
+    trainer = Trainer(_config(tmp_path, trained_model_dir, steps=2, extra=extra))
+    sft_start = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "sft_model").state_dict()
+    initial = _initial(trained_model_dir)
+    ref = trainer.reference.state_dict()
+    assert all(torch.equal(ref[k], v) for k, v in sft_start.items())
+    assert any(not torch.equal(ref[k], v) for k, v in initial.items() if k in ref)  # SFT moved it
+    trainer.train()
+    trainer.close()
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    stepped = [r for r in rows if r["train/optimizer_steps"] > 0]
+    assert stepped, [r["train/dropped_zero_adv_frac"] for r in rows]  # else nothing below is tested
+    assert all(math.isfinite(r["loss/kl_ref"]) and r["loss/kl_ref"] >= 0 for r in stepped)
+    assert all(torch.equal(trainer.reference.state_dict()[k], v) for k, v in sft_start.items())  # frozen
+    assert any(not torch.equal(trainer.model.state_dict()[k], v) for k, v in sft_start.items())  # the policy moved
+
+    resumed = Trainer(_config(tmp_path, trained_model_dir, steps=3, resume=True, extra=extra))
+    ref = resumed.reference.state_dict()
+    assert all(torch.equal(ref[k], v) for k, v in sft_start.items())
+    resumed.close()

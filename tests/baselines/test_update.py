@@ -74,6 +74,42 @@ def test_repeated_updates_on_a_signal_batch_lower_the_loss_and_move_the_weights(
     assert any(not torch.equal(v, before[k]) for k, v in model.state_dict().items())
 
 
+def _kl_to_start_after_updates(kl_coef: float) -> tuple[float, dict[str, float]]:
+    """Mean KL(pi_theta || pi_start) on the batch after 6 updates with ``kl_coef``."""
+    import copy
+
+    from baselines.logprobs import sequence_logprobs
+
+    model = _model()
+    start = copy.deepcopy(model).requires_grad_(False)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    algo = AlgoConfig(proximal="ewma", num_minibatches=2, micro_batch_size=2, lr=1e-2, kl_coef=kl_coef)
+    updater = PolicyUpdater(model, opt, EWMAModel(model, age=2.0), algo, reference=start if kl_coef > 0 else None)
+    batch = _batch([1.0, -1.0, 1.0, -1.0])
+    for i in range(6):
+        metrics = updater.update(batch, generator=torch.Generator().manual_seed(i))
+    assert metrics["train/optimizer_steps"] == 2
+    with torch.no_grad():
+        logp, _ = sequence_logprobs(model, batch.input_ids, batch.attention_mask)
+        ref, _ = sequence_logprobs(start, batch.input_ids, batch.attention_mask)
+    d = (ref - logp)[batch.loss_mask > 0]
+    return float((d.exp() - d - 1).mean()), metrics
+
+
+def test_kl_coef_keeps_the_policy_near_the_reference_which_stays_frozen():
+    free, _ = _kl_to_start_after_updates(0.0)
+    anchored, metrics = _kl_to_start_after_updates(1.0)
+    assert free > 0 and anchored < 0.5 * free, (free, anchored)
+    assert metrics["loss/kl_ref"] > 0
+
+
+def test_kl_coef_without_a_reference_is_refused():
+    model = _model()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    with pytest.raises(ValueError, match="reference"):
+        PolicyUpdater(model, opt, None, AlgoConfig(proximal="behaviour", kl_coef=0.1))
+
+
 def _mis_loss(denominator: str) -> tuple[float, float, float]:
     """Plain PPO with MIS, one optimiser step: at theta = theta_old every token's loss is
     ``-A * w`` (ratios 1), so the reported loss reveals the token-mean denominator."""
