@@ -18,6 +18,10 @@ what RL then has to sharpen.
 - ``"search_reader"``: Search (tool-call style): search the question verbatim, answer
   from the results if the answer is shown there, otherwise open a doc id the results
   show (the supporting one when listed), then answer from the page.
+
+:func:`recovering` wraps any of them (``sft.recovery``): in a fraction of episodes the
+first ``python`` call is a mistake of the kind a small model makes, so the episode shows
+the error and then the right call.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["DEMONSTRATORS", "Demonstrator", "counterfactual", "demonstrator", "episode_slots", "invented_name", "search_reader"]
+__all__ = ["DEMONSTRATORS", "Demonstrator", "counterfactual", "demonstrator", "episode_slots", "invented_name", "mistaken_call",
+           "recovering", "search_reader"]
 
 Demonstrator = Callable[[Any], str]
 """``(env) -> action text`` for the env's current episode state."""
@@ -104,6 +109,82 @@ def demonstrator(name: str) -> Demonstrator:
         return DEMONSTRATORS[name]
     except KeyError:
         raise ValueError(f"Expected sft.demonstrator to be one of {sorted(DEMONSTRATORS)}, actual value: {name!r}") from None
+
+
+# ------------------------------------------------------------ recovery from a mistake
+_READ_CSV = re.compile(r"read_csv\((['\"])([^'\"]+)\1")
+
+
+def mistaken_call(action: str, rng: Any) -> str | None:
+    """``action`` (a ``python`` tool call) with one mistake that makes the code fail, or
+    None when the action is not a ``python`` call the mistakes apply to.
+
+    The mistakes are the tiny model's own, from 128 held-out DataAnalysis episodes
+    (docs/training.md): a file name copied wrong (32: ``seattle_weather.csv`` written
+    ``seattleweather.csv``; an underscore dropped, else a letter) raises
+    ``FileNotFoundError``; a garbled copy (42 syntax errors) is the code cut off after an
+    opening bracket, which Python rejects before running anything. Both always fail, so
+    the episode's next call is the demonstrator's right one.
+    """
+    match = _CALL.fullmatch(action.strip())
+    try:
+        call = json.loads(match.group(1)) if match else None
+    except json.JSONDecodeError:
+        return None
+    code = call.get("arguments", {}).get("code") if isinstance(call, dict) and call.get("name") == "python" else None
+    if not isinstance(code, str):
+        return None
+    files = list(_READ_CSV.finditer(code))
+    cuts = [i + 1 for i, ch in enumerate(code) if ch in "([" and i > (files[-1].end() if files else 0)]
+    kinds = [k for k, ok in (("name", files), ("cut", cuts)) if ok]
+    if not kinds:
+        return None
+    if rng.choice(kinds) == "name":
+        found = rng.choice(files)
+        stem, dot, ext = found.group(2).rpartition(".")
+        stem = stem or ext  # a name without an extension
+        spots = [i for i, ch in enumerate(stem) if ch == "_"] or list(range(1, len(stem)))
+        if not spots:
+            return None
+        at = rng.choice(spots)
+        garbled = (stem[:at] + stem[at + 1:]) + (dot + ext if dot else "")
+        code = code[:found.start(2)] + garbled + code[found.end(2):]
+    else:
+        code = code[:rng.choice(cuts)]
+    return _call("python", code=code)
+
+
+def recovering(policy: Demonstrator, fraction: float, seed: int = 0, retry_turns: int = 3) -> Demonstrator:
+    """``policy``, except that in ``fraction`` of episodes its first call is
+    :func:`mistaken_call`'s: the episode shows the error, then ``policy``'s right call.
+
+    Why: the oracle never errs, so a model imitating it has never seen an error
+    followed by a fix. Measured on the tiny DataAnalysis model, after one failed call it
+    wrote no further valid call, and each of its remaining turns was lost. Which
+    episodes err is drawn from the question and ``seed`` (reproducible); an episode is
+    left alone when the env allows fewer than ``retry_turns`` steps (mistake, fix,
+    answer), so every demonstration still ends in a success.
+    """
+    import random
+
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"Expected a recovery fraction in [0, 1], actual value: {fraction}")
+
+    def act(env: Any) -> str:
+        action = policy(env)
+        if fraction == 0.0:
+            return action
+        unwrapped = env.unwrapped
+        first = not any(m.get("role") == "assistant" for m in unwrapped.transcript)
+        if not first or getattr(unwrapped, "max_turns", retry_turns) < retry_turns:
+            return action
+        question = getattr(unwrapped.task, "question", unwrapped.task)
+        rng = random.Random(f"{seed}|{getattr(question, 'text', None) or repr(question)}")
+        if rng.random() >= fraction:
+            return action
+        return mistaken_call(action, rng) or action
+
+    return act
 
 
 # ------------------------------------------------------------ counterfactual copies

@@ -93,8 +93,12 @@ def oracle_trajectories(env: Any, chat: ChatTokenizer, seeds: Sequence[int],
 
     played, slots = [], []
     for s in seeds:
-        played.append(_play(env, policy, int(s)))
-        slots.append(episode_slots(env, played[-1][0]) if counterfactual > 0 else None)  # the task is still the episode's
+        *episode, failed = _play(env, policy, int(s))
+        played.append(tuple(episode))
+        # (the task is still the episode's.) An episode with a failed call
+        # (:func:`baselines.demonstrators.recovering`) is not copied: its error text
+        # names what a copy would rename, so the copy's mistake would not be its own.
+        slots.append(episode_slots(env, episode[0]) if counterfactual > 0 and not failed else None)
     out = [_tokenise(chat, *p[:2], group_id=i, task_id=p[2], reward=p[3], success=p[4]) for i, p in enumerate(played)]
     extra = int(round(counterfactual * len(played)))
     if extra:
@@ -103,17 +107,20 @@ def oracle_trajectories(env: Any, chat: ChatTokenizer, seeds: Sequence[int],
     return out
 
 
-def _play(env: Any, policy: Callable[[Any], str] | None, seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str, float, bool]:
-    """One episode as (messages, tools, task id, reward, success); assistant turns are
-    messages with ``role: assistant``."""
+def _play(env: Any, policy: Callable[[Any], str] | None,
+          seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str, float, bool, bool]:
+    """One episode as (messages, tools, task id, reward, success, a call failed);
+    assistant turns are messages with ``role: assistant``."""
     _, info = env.reset(seed=seed)
     messages, tools, task_id = list(info["messages"]), list(info["tools"]), str(info["task_id"])
+    failed = False
     while True:
         action = policy(env) if policy is not None else env.unwrapped.oracle_action()
         messages.append({"role": "assistant", "content": action})
         _, reward, terminated, truncated, info = env.step(action)
+        failed = failed or any(r.status != "ok" for r in env.unwrapped.last_results)
         if terminated or truncated:
-            return messages, tools, task_id, float(reward), bool(info.get("success", reward >= 1))
+            return messages, tools, task_id, float(reward), bool(info.get("success", reward >= 1)), failed
         messages.extend(info["messages"])
 
 

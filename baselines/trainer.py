@@ -234,14 +234,15 @@ class Trainer:
         return total // self.info.world_size
 
     def _warm_start(self, policy: torch.nn.Module, gym: Any) -> None:
-        from baselines.demonstrators import demonstrator
+        from baselines.demonstrators import demonstrator, recovering
         from baselines.sft import EarlyStop, copy_warmup, oracle_trajectories, sft_train
 
         if self.info.strategy == "fsdp2":
             raise ConfigError("sft.episodes > 0 is not supported with dist.strategy=fsdp2; run SFT in one process first.")
         env = gym.make(self.config.env.id, **{**self.config.env.kwargs, **self.config.sft.env_kwargs})
         trajs = oracle_trajectories(env, self.chat, range(10_000, 10_000 + self.config.sft.episodes),
-                                    policy=demonstrator(self.config.sft.demonstrator),
+                                    policy=recovering(demonstrator(self.config.sft.demonstrator), self.config.sft.recovery,
+                                                      seed=self.config.seed),
                                     counterfactual=self.config.sft.counterfactual, seed=self.config.seed,
                                     invent=self.config.sft.invent)
         env.close()

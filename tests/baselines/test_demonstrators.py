@@ -133,7 +133,7 @@ def test_invented_entities_are_new_names_copied_everywhere(chat):
     env = gym.make("agentgym/Search-v2", **{**KWARGS, "split": "train"})
     played, slots = [], []
     for seed in range(30):
-        played.append(play_episode(env, search_reader, seed))
+        played.append(play_episode(env, search_reader, seed)[:5])
         slots.append(episode_slots(env, played[-1][0]))
     env.close()
     entities = {s[1]["entity"] for s in slots if s and "entity" in s[1]}
@@ -211,7 +211,7 @@ def test_invented_names_rename_data_analysis_columns_values_and_files_consistent
     try:
         played, slots = [], []
         for seed in range(30):
-            played.append(play_episode(env, None, seed))
+            played.append(play_episode(env, None, seed)[:5])
             slots.append(episode_slots(env, played[-1][0]))
     finally:
         env.close()
@@ -287,3 +287,101 @@ def _old_invented_name(like, rng):
             out += rng.choice(onsets) + rng.choice(vowels) + (rng.choice("nrlsmtk") if rng.random() < 0.3 else "")
         words.append(out[:1].upper() + out[1:] if word[0].isupper() else out)
     return " ".join(words)
+
+
+# ------------------------------------------------------------ recovery from a mistake
+def _da_env(**kwargs):
+    return gym.make("agentgym/DataAnalysis-v2", tier=1, backend="process", **{"max_turns": 3, "invent_names": 1.0, **kwargs})
+
+
+def test_recovery_episodes_show_a_real_error_then_the_right_call_and_succeed():
+    """``recovering(oracle, 1)``: the first call fails in the sandbox (a file name copied
+    wrong, or code cut off after a bracket), the second is the oracle's code, and the
+    episode still ends in a success within three turns."""
+    from baselines.demonstrators import oracle, recovering
+    from baselines.sft import _play as play_episode
+
+    env = _da_env()
+    kinds = set()
+    try:
+        for seed in range(24):
+            env.reset(seed=seed)
+            right = env.unwrapped.task.question.oracle_code()
+            messages, _, _, _, success, failed = play_episode(env, recovering(oracle, 1.0), seed)
+            calls = [c for m in messages if m["role"] == "assistant" for c in _calls(m["content"])]
+            assert success and failed and [c["name"] for c in calls] == ["python", "python", "answer"]
+            wrong = calls[0]["arguments"]["code"]
+            assert wrong != right and calls[1]["arguments"]["code"] == right
+            error = messages[messages.index(next(m for m in messages if m["role"] == "tool"))]["content"]
+            kind = "name" if "FileNotFoundError" in error else "cut" if "SyntaxError" in error else error
+            assert kind in ("name", "cut")
+            kinds.add(kind)
+    finally:
+        env.close()
+    assert kinds == {"name", "cut"}
+
+
+def test_recovery_fraction_is_reproducible_and_zero_is_the_plain_demonstrator():
+    from baselines.demonstrators import oracle, recovering
+    from baselines.sft import _play as play_episode
+
+    env = _da_env()
+    try:
+        plain = [play_episode(env, oracle, s) for s in range(16)]
+        zero = [play_episode(env, recovering(oracle, 0.0), s) for s in range(16)]
+        quarter = [play_episode(env, recovering(oracle, 0.25, seed=1), s)[5] for s in range(40)]
+        again = [play_episode(env, recovering(oracle, 0.25, seed=1), s)[5] for s in range(40)]
+        other = [play_episode(env, recovering(oracle, 0.25, seed=2), s)[5] for s in range(40)]
+    finally:
+        env.close()
+    assert [p[0] for p in zero] == [p[0] for p in plain] and not any(p[5] for p in plain)
+    assert quarter == again and quarter != other
+    assert 4 <= sum(quarter) <= 18  # about a quarter of 40
+
+
+def test_recovery_is_left_out_when_the_turns_leave_no_room_to_retry():
+    """With ``max_turns=2`` (call, answer) a mistake would end the episode unsolved: the
+    demonstration stays the plain one, so every demonstration is a success."""
+    from baselines.demonstrators import oracle, recovering
+    from baselines.sft import _play as play_episode
+
+    env = _da_env(max_turns=2)
+    try:
+        played = [play_episode(env, recovering(oracle, 1.0), s) for s in range(8)]
+    finally:
+        env.close()
+    assert all(p[4] and not p[5] for p in played)
+
+
+def test_episodes_with_a_failed_call_are_not_counterfactually_copied(chat):
+    """A copy renames the question's names; the error text of a mistake names the old
+    ones, so a copy of a recovery episode would show an error that is not its own."""
+    from baselines.demonstrators import oracle, recovering
+    from baselines.sft import oracle_trajectories
+
+    env = _da_env()
+    try:
+        trajs = oracle_trajectories(env, chat, range(24), policy=recovering(oracle, 0.5, seed=3), counterfactual=1.0,
+                                    seed=3, invent=1.0)
+    finally:
+        env.close()
+    failed = {t.task_id for t in trajs[:24] if any(m["role"] == "tool" and "Error" in m["content"] for m in t.messages)}
+    copied = {t.task_id.split("#cf")[0] for t in trajs[24:]}
+    assert failed and len(trajs) == 48
+    assert not failed & copied
+
+
+def test_mistakes_apply_to_python_calls_only():
+    import random
+
+    from baselines.demonstrators import mistaken_call
+
+    rng = random.Random(0)
+    search = '<tool_call>{"name": "search", "arguments": {"query": "x"}}</tool_call>'
+    assert mistaken_call(search, rng) is None and mistaken_call("no call at all", rng) is None
+    code = "import pandas as pd\ndf = pd.read_csv('sea_weather.csv')\nprint(df['t'].max())\n"
+    action = f'<tool_call>{json.dumps({"name": "python", "arguments": {"code": code}})}</tool_call>'
+    wrong = {_calls(mistaken_call(action, random.Random(s)))[0]["arguments"]["code"] for s in range(40)}
+    assert code.replace("sea_weather", "seaweather") in wrong  # the underscore dropped, as the model does
+    assert any(w.endswith(("(", "[")) and w != code for w in wrong)  # cut after a bracket past read_csv
+    assert all(len(w) >= len("import pandas as pd\ndf = pd.read_csv('sea_weather.csv')") - 1 for w in wrong)
