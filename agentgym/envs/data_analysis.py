@@ -116,8 +116,65 @@ def _failure_text(result: Any) -> str:
     if result.stdout:
         lines.append("[stdout]\n" + result.stdout.rstrip("\n"))
     if result.stderr:
-        lines.append("[stderr]\n" + result.stderr.rstrip("\n"))
+        lines.append("[stderr]\n" + agent_traceback(result.stderr).rstrip("\n"))
     return "\n".join(lines)
+
+
+OBSERVATION_FORMAT = "tracebacks: the agent's frames, library frames counted/1"
+"""Recorded in the fingerprint: how a failed cell is rendered changes what the agent sees."""
+
+_FRAME = re.compile(r'^  File "([^"]*)", line \d+')
+
+
+def agent_traceback(stderr: str) -> str:
+    """``stderr`` with each Python traceback reduced to the agent's own frames
+    (``<cell-N>``); each run of library frames becomes one line that counts them.
+
+    Why: a wrong file name in ``pd.read_csv`` raises through nine pandas frames, about
+    1,100 characters (900 tokens of the tiny model's tokenizer) that say nothing the
+    exception line does not. The DataAnalysis CPU baseline's context is 1,024 tokens,
+    so the full traceback ended every such episode (``context_limited``) before the
+    agent could correct its call. The exception line and the agent's frames, with
+    their source line and carets, are kept verbatim; text outside a traceback (the
+    agent's own prints to stderr) is untouched.
+    """
+    out: list[str] = []
+    hidden = 0
+    in_trace = False
+    keep_frame = False
+
+    def flush() -> None:
+        nonlocal hidden
+        if hidden:
+            out.append(f"  [{hidden} library frame{'s' if hidden > 1 else ''} hidden]\n")
+            hidden = 0
+
+    for line in stderr.splitlines(keepends=True):
+        if line.startswith("Traceback (most recent call last):"):
+            flush()
+            in_trace = True
+            out.append(line)
+            continue
+        if not in_trace:
+            out.append(line)
+            continue
+        frame = _FRAME.match(line)
+        if frame:
+            keep_frame = frame.group(1).startswith("<cell-")
+            if keep_frame:
+                flush()
+                out.append(line)
+            else:
+                hidden += 1
+        elif line.startswith("    "):  # a frame's source line or carets
+            if keep_frame:
+                out.append(line)
+        else:  # the exception (or "During handling ...") ends the frames
+            flush()
+            in_trace = False
+            out.append(line)
+    flush()
+    return "".join(out)
 
 
 def _host_versions() -> dict[str, str]:
@@ -334,6 +391,7 @@ class DataAnalysisFamily(TaskFamily):
             "scope": self._scope,
             "generator": asdict(self.generator),
             "python_timeout_s": self.python_timeout_s,
+            "observation": OBSERVATION_FORMAT,
             "host_versions": _host_versions(),
             "sandbox": self._facts_for_fingerprint(),
         }

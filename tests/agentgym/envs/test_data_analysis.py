@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import gymnasium as gym
@@ -107,6 +108,40 @@ def test_state_persists_across_turns_and_code_errors_are_agent_errors(env):
     assert info["tool_results"][0]["status"] == "agent_error"
 
 
+def test_a_library_error_shows_the_agents_frames_and_the_exception_not_the_librarys_frames(env):
+    """A wrong file name raises through pandas' frames (about 1,100 characters that a
+    1,024-token context could not hold); the agent sees its own line, a count of the
+    hidden frames and the exception, and the error is still its own."""
+    env.reset(seed=4)
+    obs, *_, info = env.step(call("python", code="import pandas as pd\nx = 1\ndf = pd.read_csv('no_such_file.csv')"))
+    assert info["tool_results"][0]["status"] == "agent_error"
+    assert "FileNotFoundError" in obs and "df = pd.read_csv('no_such_file.csv')" in obs and 'File "<cell-1>", line 3' in obs
+    assert "pandas/" not in obs and re.search(r"\[\d+ library frames? hidden\]", obs)
+    assert len(obs) < 500
+    obs, *_ = env.step(call("python", code="def f(d):\n    return d['a']\nf({})"))  # only the agent's frames: all kept
+    assert obs.count('File "<cell-2>"') == 2 and "hidden" not in obs and "KeyError: 'a'" in obs
+
+
+@pytest.mark.parametrize("stderr, expected", [
+    ("", ""),
+    ("a warning\n", "a warning\n"),
+    ('Traceback (most recent call last):\n  File "<cell-1>", line 1, in <module>\n    f()\n'
+     '  File "/lib/x.py", line 9, in f\n    g()\n    ^^^\n  File "/lib/y.py", line 2, in g\n    raise E\nE: boom\n',
+     'Traceback (most recent call last):\n  File "<cell-1>", line 1, in <module>\n    f()\n'
+     '  [2 library frames hidden]\nE: boom\n'),
+    ('note\nTraceback (most recent call last):\n  File "/lib/a.py", line 1, in a\n    x\nKeyError: 1\n\n'
+     'The above exception was the direct cause of the following exception:\n\n'
+     'Traceback (most recent call last):\n  File "<cell-2>", line 2\n    df[\n      ^\nSyntaxError: bad\n    more\n',
+     'note\nTraceback (most recent call last):\n  [1 library frame hidden]\nKeyError: 1\n\n'
+     'The above exception was the direct cause of the following exception:\n\n'
+     'Traceback (most recent call last):\n  File "<cell-2>", line 2\n    df[\n      ^\nSyntaxError: bad\n    more\n'),
+])
+def test_agent_traceback_keeps_cell_frames_and_counts_the_rest(stderr, expected):
+    from agentgym.envs.data_analysis import agent_traceback
+
+    assert agent_traceback(stderr) == expected
+
+
 def test_wrong_and_malformed_answers(env):
     env.reset(seed=7)
     q = env.task.question
@@ -200,6 +235,7 @@ def test_fingerprint_records_sandbox_versions_and_manifest(env):
     assert fields["sandbox"]["backend"] == "process"
     assert {"pandas", "numpy"} <= set(fields["sandbox"]["versions"])
     assert len(fields["manifest_sha256"]) == 64
+    assert fields["observation"].startswith("tracebacks:")  # how errors are rendered is part of what the agent sees
     other = DataAnalysisEnv(tier=2)
     assert str(other.fingerprint) != str(env.fingerprint)
 
