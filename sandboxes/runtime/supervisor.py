@@ -783,6 +783,7 @@ class Supervisor:
             leftovers = self.leftovers()
         if leftovers:
             return {"seq": req["seq"], "ok": False, "error": "reset incomplete: " + "; ".join(leftovers)[:2000]}, b""
+        self.cell = 0  # an episode's cells are numbered from 1: a count across resets tells of earlier episodes
         self.ensure_ready(req["seq"])
         return {"seq": req["seq"], "ok": True}, b""
 

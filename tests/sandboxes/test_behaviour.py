@@ -171,6 +171,19 @@ async def test_reset_clears_variables_files_and_processes(sandbox):
         assert int(procs.value) < 10
 
 
+async def test_a_reset_sandbox_numbers_its_cells_from_one_again(sandbox):
+    """An episode's tracebacks name its cells (``<cell-3>``). Counted across resets, the
+    number told an agent how many cells earlier episodes ran in this sandbox, and the same
+    actions on the same task gave different observations depending on the pool's history."""
+    await sandbox.run("x = 1")
+    await sandbox.run("y = 2")
+    await sandbox.reset()
+    first = await sandbox.run("1 / 0")
+    await sandbox.reset()
+    again = await sandbox.run("1 / 0")
+    assert 'File "<cell-1>"' in first.stderr and first.stderr == again.stderr
+
+
 async def test_large_value_repr_is_truncated(sandbox):
     result = await sandbox.run("'y' * 1_000_000")
     assert result.value_truncated and len(result.value) < sandbox.config.value_limit_bytes + 200
