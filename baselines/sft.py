@@ -91,15 +91,17 @@ def oracle_trajectories(env: Any, chat: ChatTokenizer, seeds: Sequence[int],
     """
     from baselines.demonstrators import counterfactual as swap, episode_slots
 
-    played, slots = [], []
+    played, slots, mistakes = [], [], []
     for s in seeds:
         *episode, failed = _play(env, policy, int(s))
         played.append(tuple(episode))
+        mistakes.append(failed)
         # (the task is still the episode's.) An episode with a failed call
         # (:func:`baselines.demonstrators.recovering`) is not copied: its error text
         # names what a copy would rename, so the copy's mistake would not be its own.
         slots.append(episode_slots(env, episode[0]) if counterfactual > 0 and not failed else None)
-    out = [_tokenise(chat, *p[:2], group_id=i, task_id=p[2], reward=p[3], success=p[4]) for i, p in enumerate(played)]
+    out = [_tokenise(chat, *p[:2], group_id=i, task_id=p[2], reward=p[3], success=p[4], unlearned=mistakes[i])
+           for i, p in enumerate(played)]
     extra = int(round(counterfactual * len(played)))
     if extra:
         for messages, tools, task_id, reward, success in swap(played, slots, extra, seed, invent=invent):
@@ -108,26 +110,33 @@ def oracle_trajectories(env: Any, chat: ChatTokenizer, seeds: Sequence[int],
 
 
 def _play(env: Any, policy: Callable[[Any], str] | None,
-          seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str, float, bool, bool]:
-    """One episode as (messages, tools, task id, reward, success, a call failed);
-    assistant turns are messages with ``role: assistant``."""
+          seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str, float, bool, list[int]]:
+    """One episode as (messages, tools, task id, reward, success, failed turns): the
+    indices in ``messages`` of the assistant turns with a failed call (empty: none).
+    Assistant turns are messages with ``role: assistant``."""
     _, info = env.reset(seed=seed)
     messages, tools, task_id = list(info["messages"]), list(info["tools"]), str(info["task_id"])
-    failed = False
+    failed: list[int] = []
     while True:
         action = policy(env) if policy is not None else env.unwrapped.oracle_action()
         messages.append({"role": "assistant", "content": action})
         _, reward, terminated, truncated, info = env.step(action)
-        failed = failed or any(r.status != "ok" for r in env.unwrapped.last_results)
+        if any(r.status != "ok" for r in env.unwrapped.last_results):
+            failed.append(len(messages) - 1)
         if terminated or truncated:
             return messages, tools, task_id, float(reward), bool(info.get("success", reward >= 1)), failed
         messages.extend(info["messages"])
 
 
 def _tokenise(chat: ChatTokenizer, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, group_id: int,
-              task_id: str, reward: float, success: bool) -> Trajectory:
+              task_id: str, reward: float, success: bool, unlearned: Sequence[int] = ()) -> Trajectory:
     """Tokens exactly as a rollout produces them: the prompt, then per assistant turn its
-    ids and the end of turn (generated), then the env's messages (observation deltas)."""
+    ids and the end of turn (generated), then the env's messages (observation deltas).
+
+    ``unlearned``: indices of assistant turns that are context, not to imitate (a
+    :func:`~baselines.demonstrators.recovering` mistake). Their tokens get loss mask 0
+    and their spans go to ``info["unlearned"]``, which :func:`sft_train` also keeps out
+    of the observation loss: the model learns the fix, never the mistake."""
     first = next(i for i, m in enumerate(messages) if m["role"] == "assistant")
     ids = chat.prompt_ids(messages[:first], tools)
     traj = Trajectory([], [], [], len(ids), group_id, task_id, messages=list(messages[:first]))
@@ -135,7 +144,9 @@ def _tokenise(chat: ChatTokenizer, messages: list[dict[str, Any]], tools: list[d
     i = first
     while i < len(messages):
         turn = chat.tokenizer.encode(messages[i]["content"], add_special_tokens=False) + [chat.end_of_turn_id]
-        traj.append(turn, generated=True, logprobs=[0.0] * len(turn))
+        if i in unlearned:
+            traj.info.setdefault("unlearned", []).append((len(traj.token_ids), len(traj.token_ids) + len(turn)))
+        traj.append(turn, generated=i not in unlearned, logprobs=[0.0] * len(turn))
         traj.messages.append(messages[i])
         traj.turns += 1
         j = i + 1
@@ -184,6 +195,10 @@ def sft_train(
     model.train()
     opt, sched = _optimizer(model, lr, None if schedule == "constant" else lambda s: max(0.1, 1 - s / max(steps, 1)))
     batch = collate(trajectories, torch.zeros(len(trajectories)), pad_token_id)
+    unlearned = torch.zeros_like(batch.loss_mask)  # spans neither imitated nor language-modelled
+    for row, t in enumerate(trajectories):
+        for start, end in t.info.get("unlearned", ()):
+            unlearned[row, start:end] = 1.0
     gen = torch.Generator().manual_seed(seed)
     losses = []
     for step in range(steps):
@@ -194,7 +209,7 @@ def sft_train(
         loss = -(logp * mb.loss_mask).sum() / mb.loss_mask.sum().clamp_min(1.0)
         objective = loss
         if observation_weight > 0:
-            seen = mb.attention_mask.float() * (1 - mb.loss_mask)
+            seen = mb.attention_mask.float() * (1 - mb.loss_mask) * (1 - unlearned[rows].to(mb.loss_mask.device))
             seen[:, 0] = 0.0  # the first token has no prediction
             objective = loss - observation_weight * (logp * seen).sum() / seen.sum().clamp_min(1.0)
         _update(model, opt, sched, objective)

@@ -329,9 +329,9 @@ def test_recovery_fraction_is_reproducible_and_zero_is_the_plain_demonstrator():
     try:
         plain = [play_episode(env, oracle, s) for s in range(16)]
         zero = [play_episode(env, recovering(oracle, 0.0), s) for s in range(16)]
-        quarter = [play_episode(env, recovering(oracle, 0.25, seed=1), s)[5] for s in range(40)]
-        again = [play_episode(env, recovering(oracle, 0.25, seed=1), s)[5] for s in range(40)]
-        other = [play_episode(env, recovering(oracle, 0.25, seed=2), s)[5] for s in range(40)]
+        quarter = [bool(play_episode(env, recovering(oracle, 0.25, seed=1), s)[5]) for s in range(40)]
+        again = [bool(play_episode(env, recovering(oracle, 0.25, seed=1), s)[5]) for s in range(40)]
+        other = [bool(play_episode(env, recovering(oracle, 0.25, seed=2), s)[5]) for s in range(40)]
     finally:
         env.close()
     assert [p[0] for p in zero] == [p[0] for p in plain] and not any(p[5] for p in plain)
@@ -369,6 +369,13 @@ def test_episodes_with_a_failed_call_are_not_counterfactually_copied(chat):
     copied = {t.task_id.split("#cf")[0] for t in trajs[24:]}
     assert failed and len(trajs) == 48
     assert not failed & copied
+    for t in trajs[:24]:  # the mistaken call is context, not imitated; the fix and the answer are
+        spans = t.info.get("unlearned", [])
+        assert len(spans) == (t.task_id in failed)
+        for start, end in spans:
+            assert not any(t.loss_mask[start:end])
+            assert '"python"' in chat.tokenizer.decode(t.token_ids[start:end])
+        assert sum(t.loss_mask) > 0
 
 
 def test_mistakes_apply_to_python_calls_only():

@@ -166,3 +166,27 @@ def test_early_stop_patience_waits_for_a_first_success():
     assert not stop.observe(500, 0.1, model)
     assert not stop.observe(600, 0.05, model)
     assert stop.observe(700, 0.1, model) and stop.reason == "patience" and stop.best == (500, 0.1)
+
+
+def test_unlearned_spans_are_neither_imitated_nor_language_modelled():
+    """A recovery demonstration's mistaken call is context only: with every non-prompt
+    token marked ``unlearned`` (and the observation loss on) no gradient reaches the
+    model; the same rows without the mark train it."""
+    def rows(mark: bool) -> list[Trajectory]:
+        out = []
+        for i in range(4):
+            t = Trajectory([], [], [], 1, i, str(i))
+            t.append([1], generated=False)
+            t.append([4 + i, 5 + i, 6], generated=False)  # a mistaken turn: loss mask 0, as _tokenise writes it
+            if mark:
+                t.info["unlearned"] = [(1, 4)]
+            out.append(t)
+        return out
+
+    changed = {}
+    for mark in (True, False):
+        model = _model()
+        before = {k: v.clone() for k, v in model.state_dict().items()}
+        sft_train(model, rows(mark), steps=3, batch_size=2, lr=1e-2, pad_token_id=0, schedule="constant", observation_weight=1.0)
+        changed[mark] = max(float((v - before[k]).abs().max()) for k, v in model.state_dict().items())
+    assert changed[True] == 0.0 and changed[False] > 1e-4
