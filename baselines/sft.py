@@ -209,7 +209,8 @@ def sft_train(
         loss = -(logp * mb.loss_mask).sum() / mb.loss_mask.sum().clamp_min(1.0)
         objective = loss
         if observation_weight > 0:
-            seen = mb.attention_mask.float() * (1 - mb.loss_mask) * (1 - unlearned[rows].to(mb.loss_mask.device))
+            skip = unlearned[rows][:, :mb.loss_mask.shape[1]].to(mb.loss_mask.device)  # (select trims the width)
+            seen = mb.attention_mask.float() * (1 - mb.loss_mask) * (1 - skip)
             seen[:, 0] = 0.0  # the first token has no prediction
             objective = loss - observation_weight * (logp * seen).sum() / seen.sum().clamp_min(1.0)
         _update(model, opt, sched, objective)

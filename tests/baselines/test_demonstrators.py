@@ -353,7 +353,7 @@ def test_recovery_is_left_out_when_the_turns_leave_no_room_to_retry():
     assert all(p[4] and not p[5] for p in played)
 
 
-def test_episodes_with_a_failed_call_are_not_counterfactually_copied(chat):
+def test_episodes_with_a_failed_call_are_not_counterfactually_copied(chat, tiny_model_dir):
     """A copy renames the question's names; the error text of a mistake names the old
     ones, so a copy of a recovery episode would show an error that is not its own."""
     from baselines.demonstrators import oracle, recovering
@@ -376,6 +376,15 @@ def test_episodes_with_a_failed_call_are_not_counterfactually_copied(chat):
             assert not any(t.loss_mask[start:end])
             assert '"python"' in chat.tokenizer.decode(t.token_ids[start:end])
         assert sum(t.loss_mask) > 0
+    from transformers import AutoModelForCausalLM
+
+    from baselines.sft import sft_train
+
+    # the SFT step runs on them (rows of different lengths; the observation loss reads the spans)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    losses = sft_train(model, trajs, steps=2, batch_size=8, lr=1e-3, pad_token_id=chat.tokenizer.pad_token_id or 0,
+                       observation_weight=1.0)
+    assert len(losses) == 2
 
 
 def test_mistakes_apply_to_python_calls_only():

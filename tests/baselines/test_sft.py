@@ -177,9 +177,10 @@ def test_unlearned_spans_are_neither_imitated_nor_language_modelled():
         for i in range(4):
             t = Trajectory([], [], [], 1, i, str(i))
             t.append([1], generated=False)
-            t.append([4 + i, 5 + i, 6], generated=False)  # a mistaken turn: loss mask 0, as _tokenise writes it
+            turn = [4 + i, 5 + i, 6] + [7] * (3 * (i == 3))  # one row longer: a minibatch is trimmed to its own rows
+            t.append(turn, generated=False)  # a mistaken turn: loss mask 0, as _tokenise writes it
             if mark:
-                t.info["unlearned"] = [(1, 4)]
+                t.info["unlearned"] = [(1, 1 + len(turn))]
             out.append(t)
         return out
 
