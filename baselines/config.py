@@ -283,8 +283,8 @@ class SFTConfig(_Section):
     recovery: Real = Field(0.0, ge=0, le=1)
     """Fraction of demonstrations whose first ``python`` call is a mistake the small model
     makes (a file name copied wrong, a copy cut short), so they show the error and then
-    the right call (``baselines.demonstrators.recovering``; needs ``max_turns >= 3``, and
-    such episodes are not counterfactually copied)."""
+    the right call (``baselines.demonstrators.recovering``). The mistake is context, never
+    imitated; it needs ``max_turns >= 3``; such episodes are not counterfactually copied."""
     observation_weight: Real = Field(0.0, ge=0)
     """Weight of a language-modelling loss on the prompt and tool-result tokens, added
     to the imitation loss (0: imitation only). It teaches copying from what the agent
