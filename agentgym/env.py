@@ -149,6 +149,9 @@ class ToolEnv(TurnSettings, gym.Env[str, str]):
     def _score(self, task: Any, answer_args: dict[str, Any]) -> tuple[float, dict[str, Any]]:
         return self._family().score(task, answer_args)
 
+    def _task_facts(self, task: Any) -> dict[str, Any]:
+        return self.family.task_facts(task) if self.family is not None else {}
+
     def oracle_action(self) -> str:
         """The next action of the oracle policy (uses the hidden solution)."""
         view = EpisodeView(turn=self._turns.turns, results=tuple(self.last_results), parser=self.parser.name)
@@ -310,6 +313,7 @@ class ToolEnv(TurnSettings, gym.Env[str, str]):
             "reward": reward,
             "success": bool(reward >= 1.0 and not engine.infra_failed),
             "episode_s": time.perf_counter() - self._episode_start,
+            **self._task_facts(self._task),
             **diagnostics,
         }
 

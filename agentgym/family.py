@@ -92,6 +92,15 @@ class TaskFamily(abc.ABC):
     def system_prompt(self) -> str:
         return "You are an agent that solves the user's task by calling tools. Answer with the answer tool."
 
+    def task_facts(self, task: Any) -> dict[str, Any]:
+        """What kind of task this is (template, tier, hop count), for slicing results.
+
+        It goes into the ``info`` of every episode's end, answered or not: facts that only
+        ``score`` reported were missing from truncated episodes, so a per-template success
+        rate counted only the episodes that answered, and was too high wherever a model
+        often ran out of turns."""
+        return {}
+
     def fingerprint_fields(self) -> dict[str, Any]:
         """Everything else that changes what the agent sees or how it is scored. Must not
         start a resource (a sandbox pool): report what is known, or ``unresolved``."""

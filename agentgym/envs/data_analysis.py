@@ -379,8 +379,13 @@ class DataAnalysisFamily(TaskFamily):
     def score(self, task: DataAnalysisTask, answer: dict[str, Any]) -> tuple[float, dict[str, Any]]:
         q = task.question
         score = score_answer(q.schema, answer, q.truth)
-        diagnostics = {"tier": q.tier, "template": q.template_id, **score.diagnostics()}
-        return score.reward, diagnostics
+        return score.reward, {**self.task_facts(task), **score.diagnostics()}
+
+    def task_facts(self, task: DataAnalysisTask) -> dict[str, Any]:
+        q = task.question
+        if q is None:  # v2 draws the question when the episode opens
+            return {}
+        return {"tier": q.tier, "template": q.template_id}
 
     # ---- fingerprint ----------------------------------------------------------
     def fingerprint_fields(self) -> dict[str, Any]:

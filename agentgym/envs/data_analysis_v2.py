@@ -127,8 +127,13 @@ class DataAnalysisV2Family(DataAnalysisFamily):
     def score(self, task: DataAnalysisTask, answer: dict[str, Any]) -> tuple[float, dict[str, Any]]:
         q = task.question
         score = score_answer_v2(q.schema, answer, q.truth)
-        return score.reward, {"tier": q.tier, "template": q.template_id,
-                              "category": CATEGORY.get(q.template_id), **score.diagnostics()}
+        return score.reward, {**self.task_facts(task), **score.diagnostics()}
+
+    def task_facts(self, task: DataAnalysisTask) -> dict[str, Any]:
+        q = task.question
+        if q is None:  # v2 draws the question when the episode opens
+            return {}
+        return {"tier": q.tier, "template": q.template_id, "category": CATEGORY.get(q.template_id)}
 
     def fingerprint_fields(self) -> dict[str, Any]:
         fields = super().fingerprint_fields()

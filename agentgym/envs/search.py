@@ -306,9 +306,11 @@ class SearchFamily(TaskFamily):
             "retrieval_recall": recall,
             "searches": self._searches,
             "docs_opened": len(self._opened),
-            "num_hops": q.num_hops,
-            "template": q.template,
+            **self.task_facts(task),
         }
+
+    def task_facts(self, task: SearchTask) -> dict[str, Any]:
+        return {"num_hops": task.question.num_hops, "template": task.question.template}
 
     def fingerprint_fields(self) -> dict[str, Any]:
         remote = {} if self._retriever_corpus is None else {"retriever_corpus": self._retriever_corpus}

@@ -139,6 +139,9 @@ class SearchTeamEnv(TeamEnv):
         reward, diagnostics = self.family.score(task, final)  # the Search-v1 scorer
         return reward, {**diagnostics, "reports": len(self._reports), "delegations": self._delegations}
 
+    def _task_facts(self, task: SearchTask) -> dict[str, Any]:
+        return self.family.task_facts(task)
+
     def _wants_turn(self, agent: str) -> bool:
         if agent == PLANNER:
             return self.has_news(PLANNER) or all(a is None for a in self._assignments.values())

@@ -26,9 +26,9 @@ Subclass hooks: ``_agent_roles()``, ``_new_task(rng, options)``, ``_tools(agent,
 (``task=None`` for the fingerprint), ``_system_prompt(agent)``, ``_prompt(agent, task)``,
 ``_score(task, final)``, ``_wants_turn(agent)``, ``_max_turns(agent)``; optional
 ``_essential(agent)``, ``_on_retire(agent)``, ``_begin_step()``, ``_end_step()``,
-``_gave_up()``, ``_agent_diagnostics(agent)``, ``_fingerprint_fields()``, ``async _start_episode(task)``,
-``async _end_episode()``; and ``oracle_actions()`` for the oracle team policy. The episode
-resources of the families built with ``new_family()`` are opened before
+``_gave_up()``, ``_task_facts(task)``, ``_agent_diagnostics(agent)``, ``_fingerprint_fields()``,
+``async _start_episode(task)``, ``async _end_episode()``; and ``oracle_actions()`` for the
+oracle team policy. The episode resources of the families built with ``new_family()`` are opened before
 ``_start_episode`` and closed after ``_end_episode`` by the base class.
 """
 
@@ -187,6 +187,11 @@ class TeamEnv(TurnSettings, ParallelEnv[str, str, str]):
     def _gave_up(self) -> bool:
         """Whether the team can no longer reach an answer (ends the episode as ``no_agreement``)."""
         return False
+
+    def _task_facts(self, task: Any) -> dict[str, Any]:
+        """What kind of task this is (``TaskFamily.task_facts``), in every agent's
+        episode-end info, answered or not."""
+        return {}
 
     def _agent_diagnostics(self, agent: str) -> dict[str, Any]:
         """Per-agent episode-end diagnostics beyond the ToolEnv fields."""
@@ -431,6 +436,7 @@ class TeamEnv(TurnSettings, ParallelEnv[str, str, str]):
             "end_reason": reason,
             "team_turns": self._team_turn,
             "episode_s": time.perf_counter() - self._episode_start,
+            **self._task_facts(self._task),
             **diagnostics,
             **self._agent_diagnostics(agent),
         }

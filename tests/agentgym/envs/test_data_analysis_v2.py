@@ -117,3 +117,21 @@ def test_invent_names_renames_train_questions_only_and_the_oracle_still_solves_t
     _assert_oracle_solves(report)
     with pytest.raises(ConfigError, match="invent_names"):
         DataAnalysisV2Env(invent_names=2.0)
+
+
+@pytest.mark.parametrize("max_turns", [1, 2])
+def test_an_unanswered_episode_still_says_which_template_and_tier_it_was(max_turns):
+    """Per-template success rates are computed from the episode-end info: a truncated
+    episode that lacked the template was left out of its template's rate (the rate was
+    over answered episodes only)."""
+    env = gym.make(ENV_ID, split="test", template="v2_mean", max_turns=max_turns).unwrapped
+    try:
+        env.reset(seed=5)
+        step = None
+        for _ in range(max_turns):
+            step = env.step('<tool_call>{"name": "python", "arguments": {"code": "print(1)"}}</tool_call>')
+        _, reward, terminated, truncated, info = step
+        assert truncated and not terminated and reward == 0.0
+        assert (info["template"], info["tier"], info["category"]) == ("v2_mean", env.task.question.tier, "basic")
+    finally:
+        env.close()

@@ -195,3 +195,17 @@ def test_a_refused_env_config_is_a_config_error_and_holds_no_retriever_client(re
     fresh = shared_resources().retriever(url, **settings)
     run_sync(shared_resources().release_retriever(fresh))
     assert fresh is not client
+
+
+def test_an_unanswered_episode_still_says_its_hop_count_and_template():
+    """The slicing keys are in the info of every episode's end, not only answered ones."""
+    env = gym.make("agentgym/Search-v1", split="validation", max_turns=1)
+    try:
+        env.reset(seed=7)
+        question = env.unwrapped.task.question
+        _, reward, terminated, truncated, info = env.step(
+            '<tool_call>{"name": "search", "arguments": {"query": "anything"}}</tool_call>')
+        assert truncated and not terminated and reward == 0.0
+        assert (info["num_hops"], info["template"]) == (question.num_hops, question.template)
+    finally:
+        env.close()
