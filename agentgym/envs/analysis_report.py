@@ -195,6 +195,11 @@ class AnalysisReportFamily(DataAnalysisFamily):
         q = self.question(task)
         return judgement.reward, {"table": q.table, "target": q.target, **judgement.diagnostics()}
 
+    def task_facts(self, task: AnalysisReportTask) -> dict[str, Any]:  # type: ignore[override]
+        """A report question's table and target (it has no tier or template, unlike v1's)."""
+        q = task.question
+        return {} if q is None else {"table": q.table, "target": q.target}
+
     # ---- prompts --------------------------------------------------------------
     def system_prompt(self) -> str:
         return ("You are a data analyst. Investigate the CSV file with pandas through the python tool, then submit "

@@ -44,6 +44,21 @@ def test_oracle_reports_score_at_least_0_9_with_the_scripted_judges(judge):
         env.close()
 
 
+def test_an_unanswered_episode_still_says_which_table_and_target_it_was():
+    """Task facts go into every episode's end info; a report question has a table and a
+    target, not v1's tier and template (this crashed every AnalysisReport episode)."""
+    env = gym.make(ENV_ID, max_turns=1).unwrapped
+    try:
+        env.reset(seed=2)
+        q = env.family.question(env.task)
+        _, reward, terminated, truncated, info = env.step("I will not call a tool.")
+        assert truncated and not terminated and reward == 0.0 and not info["infra_failed"]
+        assert (info["table"], info["target"]) == (q.table, q.target)
+        assert "tier" not in info
+    finally:
+        env.close()
+
+
 @pytest.mark.parametrize("judge", ["honest", "gullible"])
 def test_a_report_with_a_wrong_number_scores_zero_through_the_gate(judge):
     env = gym.make(ENV_ID, judge=judge).unwrapped
