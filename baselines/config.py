@@ -249,6 +249,10 @@ class SFTConfig(_Section):
     steps: StrictInt = Field(300, ge=1)
     """Maximum SFT steps (fewer when ``stop_success`` is reached first)."""
     batch_size: StrictInt = Field(16, ge=1)
+    length_groups: StrictInt = Field(1, ge=1)
+    """Draw the rows of this many steps at once and give each step rows of similar length
+    (1: every step a uniform draw). Rows are as likely as with 1; a step pads to its
+    longest row, so grouping cuts padding when lengths vary (``baselines.sft.minibatch_rows``)."""
     lr: Real = Field(1e-3, gt=0)
     schedule: Literal["linear", "constant"] = "linear"
     """lr after warm-up: linear decay over ``steps``, or constant (use with ``stop_success``)."""

@@ -9,7 +9,7 @@ negative log-likelihood on the assistant tokens only.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal
 
 import torch
@@ -18,7 +18,7 @@ from baselines.chat_tokens import ChatTokenizer
 from baselines.logprobs import first_generated_position, sequence_logprobs
 from baselines.trajectory import Trajectory, collate
 
-__all__ = ["EarlyStop", "copy_warmup", "oracle_trajectories", "sft_train"]
+__all__ = ["EarlyStop", "copy_warmup", "minibatch_rows", "oracle_trajectories", "sft_train"]
 
 
 class EarlyStop:
@@ -175,6 +175,7 @@ def sft_train(
     should_stop: Callable[[int], bool] | None = None,
     check_every: int = 0,
     observation_weight: float = 0.0,
+    length_groups: int = 1,
 ) -> list[float]:
     """Minimise the NLL of the generated (mask 1) tokens; returns the loss per step.
 
@@ -191,7 +192,13 @@ def sft_train(
     for the cost of the prompt's logits; measured, it copies a little sooner
     (docs/training.md). The returned loss is the generated tokens' NLL alone, comparable
     across weights.
+
+    ``length_groups`` > 1 draws the rows of that many steps at once and gives each step
+    rows of similar length (:func:`minibatch_rows`): a minibatch is as wide as its longest
+    row, so mixed lengths (recovery episodes are longer) are mostly padding otherwise.
     """
+    if length_groups < 1:
+        raise ValueError(f"Expected length_groups >= 1, actual value: {length_groups}")
     model.train()
     opt, sched = _optimizer(model, lr, None if schedule == "constant" else lambda s: max(0.1, 1 - s / max(steps, 1)))
     batch = collate(trajectories, torch.zeros(len(trajectories)), pad_token_id)
@@ -200,9 +207,10 @@ def sft_train(
         for start, end in t.info.get("unlearned", ()):
             unlearned[row, start:end] = 1.0
     gen = torch.Generator().manual_seed(seed)
+    draws = minibatch_rows(batch.attention_mask.sum(1), batch_size, length_groups, gen)
     losses = []
     for step in range(steps):
-        rows = torch.randint(len(batch), (batch_size,), generator=gen)
+        rows = next(draws)
         mb = batch.select(rows).to(device)
         first = 1 if observation_weight > 0 else first_generated_position(mb.loss_mask)
         logp, _ = sequence_logprobs(model, mb.input_ids, mb.attention_mask, first_target=first)
@@ -223,6 +231,26 @@ def sft_train(
             if stop:
                 break
     return losses
+
+
+def minibatch_rows(lengths: torch.Tensor, batch_size: int, groups: int, gen: torch.Generator) -> Iterator[torch.Tensor]:
+    """Row indices for each SFT step, drawn uniformly with replacement.
+
+    With ``groups`` > 1 the rows of ``groups`` steps are drawn together, sorted by
+    ``lengths`` and cut into ``groups`` minibatches, served in random order. Every row is
+    as likely to be drawn as with ``groups=1`` and every step still has ``batch_size``
+    rows; only which rows share a step changes, so a step pads its rows to a similar
+    length instead of to the longest of a random mix. ``groups=1`` draws exactly what
+    earlier versions drew (same generator calls), so old runs replay.
+    """
+    while True:
+        rows = torch.randint(len(lengths), (batch_size * groups,), generator=gen)
+        if groups == 1:
+            yield rows
+            continue
+        rows = rows[torch.argsort(lengths[rows], stable=True)]
+        for i in torch.randperm(groups, generator=gen).tolist():
+            yield rows[i * batch_size:(i + 1) * batch_size]
 
 
 def copy_warmup(model: torch.nn.Module, vocabulary: Iterable[int], *, steps: int, batch_size: int, lr: float,

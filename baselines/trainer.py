@@ -286,7 +286,8 @@ class Trainer:
         losses = sft_train(policy, trajs, steps=sft.steps, batch_size=sft.batch_size, lr=sft.lr, pad_token_id=self.tokenizer.pad_token_id,
                            device=self.info.device, seed=self.config.seed, schedule=sft.schedule, on_step=progress,
                            should_stop=should_stop if sft.stop_success is not None or sft.stop_patience else None,
-                           check_every=sft.check_every, observation_weight=sft.observation_weight)
+                           check_every=sft.check_every, observation_weight=sft.observation_weight,
+                           length_groups=sft.length_groups)
         restored = stop.restore_best(policy)
         if restored is not None:
             logger.info("SFT: %d checks without a new best; keeping step %d's weights (success %.3f)",

@@ -191,3 +191,51 @@ def test_unlearned_spans_are_neither_imitated_nor_language_modelled():
         sft_train(model, rows(mark), steps=3, batch_size=2, lr=1e-2, pad_token_id=0, schedule="constant", observation_weight=1.0)
         changed[mark] = max(float((v - before[k]).abs().max()) for k, v in model.state_dict().items())
     assert changed[True] == 0.0 and changed[False] > 1e-4
+
+
+def _mixed_lengths(n: int = 64) -> torch.Tensor:
+    return torch.randint(50, 1000, (n,), generator=torch.Generator().manual_seed(3))
+
+
+def test_length_groups_of_one_draw_what_plain_uniform_draws_drew():
+    """Old runs replay: the same generator calls as before the option existed."""
+    from baselines.sft import minibatch_rows
+
+    draws = minibatch_rows(_mixed_lengths(), 16, 1, torch.Generator().manual_seed(7))
+    plain = torch.Generator().manual_seed(7)
+    for _ in range(5):
+        assert torch.equal(next(draws), torch.randint(64, (16,), generator=plain))
+
+
+def test_length_groups_keep_every_row_equally_likely_and_cut_the_padding():
+    from baselines.sft import minibatch_rows
+
+    lengths = _mixed_lengths()
+    steps = 4000
+
+    def run(groups: int) -> tuple[torch.Tensor, float]:
+        draws = minibatch_rows(lengths, 16, groups, torch.Generator().manual_seed(1))
+        counts, padded = torch.zeros(64), 0.0
+        for _ in range(steps):
+            rows = next(draws)
+            assert rows.shape == (16,)
+            counts += torch.bincount(rows, minlength=64)
+            padded += float(lengths[rows].max() * 16 - lengths[rows].sum())
+        return counts, padded / steps
+
+    plain_counts, plain_pad = run(1)
+    grouped_counts, grouped_pad = run(8)
+    expected = steps * 16 / 64  # 1,000 draws per row; binomial SD ~31
+    assert (grouped_counts - expected).abs().max() < 150
+    assert (plain_counts - expected).abs().max() < 150
+    assert grouped_pad < 0.25 * plain_pad, (grouped_pad, plain_pad)
+
+
+def test_sft_with_length_groups_trains_and_rejects_zero_groups():
+    import pytest
+
+    losses = sft_train(_model(), _trajs(), steps=40, batch_size=2, lr=1e-2, pad_token_id=0, schedule="constant",
+                       length_groups=2)
+    assert len(losses) == 40 and sum(losses[-5:]) / 5 < losses[0]
+    with pytest.raises(ValueError, match="length_groups"):
+        sft_train(_model(), _trajs(), steps=1, batch_size=2, lr=1e-2, pad_token_id=0, length_groups=0)
