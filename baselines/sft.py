@@ -18,7 +18,7 @@ from baselines.chat_tokens import ChatTokenizer
 from baselines.logprobs import first_generated_position, sequence_logprobs
 from baselines.trajectory import Trajectory, collate
 
-__all__ = ["EarlyStop", "copy_warmup", "minibatch_rows", "oracle_trajectories", "sft_train"]
+__all__ = ["EarlyStop", "copy_warmup", "minibatch_rows", "oracle_trajectories", "sft_train", "warmup_vocabulary"]
 
 
 class EarlyStop:
@@ -251,6 +251,19 @@ def minibatch_rows(lengths: torch.Tensor, batch_size: int, groups: int, gen: tor
         rows = rows[torch.argsort(lengths[rows], stable=True)]
         for i in torch.randperm(groups, generator=gen).tolist():
             yield rows[i * batch_size:(i + 1) * batch_size]
+
+
+def warmup_vocabulary(source: str, trajectories: Sequence[Trajectory], *, vocab_size: int, special_ids: Iterable[int]) -> list[int]:
+    """The token ids :func:`copy_warmup` draws from, special tokens left out: those the
+    demonstrations hold (``"demonstrations"``) or all ``vocab_size`` of the tokenizer's
+    (``"tokenizer"``). The copy is learned only for the tokens it was shown: a question
+    on a held-out table can hold a token that no training question does."""
+    special = set(special_ids)
+    if source == "demonstrations":
+        return sorted({i for t in trajectories for i in t.token_ids if i not in special})
+    if source == "tokenizer":
+        return [i for i in range(vocab_size) if i not in special]
+    raise ValueError(f"Expected a copy vocabulary of 'demonstrations' or 'tokenizer', actual value: {source!r}")
 
 
 def copy_warmup(model: torch.nn.Module, vocabulary: Iterable[int], *, steps: int, batch_size: int, lr: float,

@@ -235,7 +235,7 @@ class Trainer:
 
     def _warm_start(self, policy: torch.nn.Module, gym: Any) -> None:
         from baselines.demonstrators import demonstrator, recovering
-        from baselines.sft import EarlyStop, copy_warmup, oracle_trajectories, sft_train
+        from baselines.sft import EarlyStop, copy_warmup, oracle_trajectories, sft_train, warmup_vocabulary
 
         if self.info.strategy == "fsdp2":
             raise ConfigError("sft.episodes > 0 is not supported with dist.strategy=fsdp2; run SFT in one process first.")
@@ -274,13 +274,15 @@ class Trainer:
 
         warm_metrics: dict[str, float] = {}
         if sft.copy_warmup:
-            special = set(self.tokenizer.all_special_ids)
-            vocabulary = {i for t in trajs for i in t.token_ids if i not in special}  # the tokens SFT will copy
+            vocabulary = warmup_vocabulary(sft.copy_vocabulary, trajs, vocab_size=len(self.tokenizer),
+                                           special_ids=self.tokenizer.all_special_ids)
             warm = copy_warmup(policy, vocabulary, steps=sft.copy_warmup, batch_size=sft.batch_size, lr=sft.lr,
                                device=self.info.device, seed=self.config.seed)
-            warm_metrics = {"sft/copy_warmup_loss_last": float(np.mean(warm[-10:])), "sft/copy_warmup_seconds": time.perf_counter() - t0}
-            logger.info("SFT copy warm-up: %d steps in %.0f s, loss %.3f -> %.3f", len(warm), warm_metrics["sft/copy_warmup_seconds"],
-                        warm[0], warm_metrics["sft/copy_warmup_loss_last"])
+            warm_metrics = {"sft/copy_warmup_loss_last": float(np.mean(warm[-10:])), "sft/copy_warmup_seconds": time.perf_counter() - t0,
+                            "sft/copy_warmup_tokens": float(len(vocabulary))}
+            logger.info("SFT copy warm-up: %d steps in %.0f s over %d token ids (%s), loss %.3f -> %.3f", len(warm),
+                        warm_metrics["sft/copy_warmup_seconds"], len(vocabulary), sft.copy_vocabulary, warm[0],
+                        warm_metrics["sft/copy_warmup_loss_last"])
         t_imitate = time.perf_counter()
         logger.info("SFT: %d demonstrations, up to %d steps of %d", len(trajs), sft.steps, sft.batch_size)
         losses = sft_train(policy, trajs, steps=sft.steps, batch_size=sft.batch_size, lr=sft.lr, pad_token_id=self.tokenizer.pad_token_id,

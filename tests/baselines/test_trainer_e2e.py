@@ -4,6 +4,7 @@ really happen, checkpoint, resume; and bf16 compute over fp32 master weights."""
 import json
 import math
 
+import pytest
 import torch
 
 from baselines.config import load_config
@@ -105,10 +106,14 @@ def test_bf16_compute_keeps_fp32_master_weights_that_take_small_steps(tmp_path, 
     trainer.close()
 
 
-def test_sft_copy_warmup_runs_before_imitation(tmp_path, trained_model_dir, caplog):
+@pytest.mark.parametrize("source", ["demonstrations", "tokenizer"])
+def test_sft_copy_warmup_runs_before_imitation(tmp_path, trained_model_dir, caplog, source):
     with caplog.at_level("INFO", logger="baselines.trainer"):
-        trainer = Trainer(_config(tmp_path, trained_model_dir, steps=1, extra=["sft.copy_warmup=3"]))
+        trainer = Trainer(_config(tmp_path, trained_model_dir, steps=1, extra=["sft.copy_warmup=3", f"sft.copy_vocabulary={source}"]))
     trainer.close()
+    every = len(trainer.tokenizer) - len(set(trainer.tokenizer.all_special_ids))
+    drawn = trainer.sft_metrics["sft/copy_warmup_tokens"]
+    assert drawn == every if source == "tokenizer" else 2 <= drawn < every, (drawn, every)
     messages = [r.getMessage() for r in caplog.records]
     warm = next(k for k, m in enumerate(messages) if m.startswith("SFT copy warm-up: 3 steps"))
     assert warm < next(k for k, m in enumerate(messages) if m.startswith("SFT step 1/4"))
