@@ -284,6 +284,12 @@ class SFTConfig(_Section):
     (instead of another episode's), DataAnalysis's quoted columns, values and file stems.
     A model cannot memorise the set of names either, so it must copy the question's
     (``baselines.demonstrators.invented_name``)."""
+    invent_spelled: Real = Field(0.0, ge=0, le=1)
+    """Fraction of made-up names (``invent``) spelled with random lowercase tokens of the
+    tokenizer instead of syllables. Syllables never hold ``ps``, ``x`` or ``qu``, so the
+    tokens for such letters occur in no training name; held-out names hold them (``tips``
+    is ``ti`` + ``ps``) and the model garbled exactly those
+    (``baselines.demonstrators.invented_name``)."""
     recovery: Real = Field(0.0, ge=0, le=1)
     """Fraction of demonstrations whose first ``python`` call is a mistake the small model
     makes (a file name copied wrong, a copy cut short), so they show the error and then

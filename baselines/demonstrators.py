@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 __all__ = ["DEMONSTRATORS", "Demonstrator", "counterfactual", "demonstrator", "episode_slots", "invented_name", "mistaken_call",
@@ -264,7 +264,7 @@ def _final_answer(messages: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def invented_name(like: str, rng: Any) -> str:
+def invented_name(like: str, rng: Any, pieces: Sequence[str] = ()) -> str:
     """A made-up name shaped like ``like`` (as many words, each about as long), built
     from random syllables: no model has seen it, so only copying reproduces it.
 
@@ -277,6 +277,12 @@ def invented_name(like: str, rng: Any) -> str:
     keeps it (:func:`tasks.data_analysis.names.made_up_name`): trained only on smooth
     made-up words, the DataAnalysis model copied ``seattle_weather.csv`` as
     ``seattleweather.csv``. Plain words draw as before, so Search's copies are unchanged.
+
+    ``pieces`` (lowercase words): spell each word with random ones of them instead of
+    syllables. Syllables (onset, vowel, coda) never hold ``ps``, ``x`` or ``qu``, so a
+    tokenizer's pieces for such letters never occur in a syllable name, and the tiny
+    model garbled exactly those in held-out names (``tips.csv`` -> ``tiokes.csv``);
+    spelling with the tokenizer's own pieces puts every one of them into some name.
     """
     import numpy as np
 
@@ -289,16 +295,29 @@ def invented_name(like: str, rng: Any) -> str:
             words.append(word)
             continue
         if re.search(r"[_\d]|.[A-Z]", word):  # seattle_weather, TEMP_MIN, gdpPercap: keep the shape
-            words.append(made_up_name(word, np.random.default_rng(rng.getrandbits(64))))
+            words.append(made_up_name(word, np.random.default_rng(rng.getrandbits(64)), _spelling(pieces)) if pieces
+                         else made_up_name(word, np.random.default_rng(rng.getrandbits(64))))
             continue
         out = ""
         while len(out) < max(3, len(word) + rng.randint(-2, 2)):
-            out += rng.choice(onsets) + rng.choice(vowels) + (rng.choice("nrlsmtk") if rng.random() < 0.3 else "")
+            out += (rng.choice(pieces) if pieces else
+                    rng.choice(onsets) + rng.choice(vowels) + (rng.choice("nrlsmtk") if rng.random() < 0.3 else ""))
         words.append(out[:1].upper() + out[1:] if word[0].isupper() else out)
     return " ".join(words)
 
 
-def counterfactual(played: list[tuple], slots: list[Slots | None], n: int, seed: int = 0, invent: float = 0.0):
+def _spelling(pieces: Sequence[str]) -> Callable[[int, Any], str]:
+    """A ``made_up_name`` speller: random ``pieces`` up to about ``length`` letters."""
+    def spell(length: int, rng: Any) -> str:
+        out = ""
+        while len(out) < length:
+            out += pieces[int(rng.integers(len(pieces)))]
+        return out
+    return spell
+
+
+def counterfactual(played: list[tuple], slots: list[Slots | None], n: int, seed: int = 0, invent: float = 0.0,
+                   pieces: Sequence[str] = (), spelled: float = 0.0):
     """``n`` episodes that cannot be memorised: each copies a played episode with its
     slots swapped for another episode's of the same kind, everywhere they occur ("When
     did Ernst Mach die?" ... "(1838-1924)" ... answer "1924"). A model that memorised
@@ -308,7 +327,9 @@ def counterfactual(played: list[tuple], slots: list[Slots | None], n: int, seed:
     ``invent`` a copy's entity becomes a made-up name (:func:`invented_name`) instead of
     the other episode's, so even the set of names cannot be memorised (DataAnalysis: its
     quoted columns, values and file stems are renamed, so held-out tables read like
-    training ones). Yields ``(messages, tools, task_id, reward, success)``.
+    training ones). A made-up name is spelled with random ``pieces`` (a tokenizer's
+    lowercase tokens) with probability ``spelled`` (:func:`invented_name`).
+    Yields ``(messages, tools, task_id, reward, success)``.
     """
     import random
 
@@ -329,7 +350,8 @@ def counterfactual(played: list[tuple], slots: list[Slots | None], n: int, seed:
         mapping = {mine[k]: theirs[k] for k in mine if not k.startswith("name:") and mine[k] != theirs[k]}
         names = [k for k in mine if k == "entity" or k.startswith("name:")]
         if names and rng.random() < invent:  # (no draw without a name: the copies of a seed stay the same)
-            mapping.update({mine[k]: invented_name(mine[k], rng) for k in names})
+            spell = pieces if pieces and spelled > 0 and rng.random() < spelled else ()  # (no draw when off: old runs replay)
+            mapping.update({mine[k]: invented_name(mine[k], rng, spell) for k in names})
         messages, tools, task_id, reward, success = played[i]
         first = next(k for k, m in enumerate(messages) if m["role"] == "assistant")
         prompt_mapping = {a: b for a, b in mapping.items() if a != mine.get("answer")}

@@ -79,7 +79,7 @@ class EarlyStop:
 
 def oracle_trajectories(env: Any, chat: ChatTokenizer, seeds: Sequence[int],
                         policy: Callable[[Any], str] | None = None, counterfactual: float = 0.0,
-                        seed: int = 0, invent: float = 0.0) -> list[Trajectory]:
+                        seed: int = 0, invent: float = 0.0, pieces: Sequence[str] = (), spelled: float = 0.0) -> list[Trajectory]:
     """Play the oracle (or ``policy``, a ``baselines.demonstrators`` callable ``env ->
     action``) on ``env`` once per seed and return the tokenised episodes.
 
@@ -87,7 +87,8 @@ def oracle_trajectories(env: Any, chat: ChatTokenizer, seeds: Sequence[int],
     the answer are swapped for another episode's of the same kind, everywhere they occur
     (question, actions, tool results): see :func:`baselines.demonstrators.counterfactual`;
     ``invent`` is the fraction of those whose names (Search's entity; DataAnalysis's quoted
-    columns, values and file stems) are made up instead.
+    columns, values and file stems) are made up instead; ``spelled`` of those made-up
+    names are spelled with random ``pieces`` (the tokenizer's lowercase tokens).
     """
     from baselines.demonstrators import counterfactual as swap, episode_slots
 
@@ -104,7 +105,7 @@ def oracle_trajectories(env: Any, chat: ChatTokenizer, seeds: Sequence[int],
            for i, p in enumerate(played)]
     extra = int(round(counterfactual * len(played)))
     if extra:
-        for messages, tools, task_id, reward, success in swap(played, slots, extra, seed, invent=invent):
+        for messages, tools, task_id, reward, success in swap(played, slots, extra, seed, invent=invent, pieces=pieces, spelled=spelled):
             out.append(_tokenise(chat, messages, tools, group_id=len(out), task_id=task_id, reward=reward, success=success))
     return out
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import math
 import random
+import re
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -233,6 +234,14 @@ class Trainer:
             raise ConfigError(f"Expected a task count divisible by the {self.info.world_size} processes, actual value: {total}")
         return total // self.info.world_size
 
+    def _name_pieces(self) -> list[str]:
+        """The tokenizer's lowercase-letter tokens, to spell made-up names with
+        (``sft.invent_spelled``); none when that is 0."""
+        if not self.config.sft.invent_spelled:
+            return []
+        tokens = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
+        return sorted({t for t in tokens if re.fullmatch(r"[a-z]+", t)})
+
     def _warm_start(self, policy: torch.nn.Module, gym: Any) -> None:
         from baselines.demonstrators import demonstrator, recovering
         from baselines.sft import EarlyStop, copy_warmup, oracle_trajectories, sft_train, warmup_vocabulary
@@ -244,7 +253,7 @@ class Trainer:
                                     policy=recovering(demonstrator(self.config.sft.demonstrator), self.config.sft.recovery,
                                                       seed=self.config.seed),
                                     counterfactual=self.config.sft.counterfactual, seed=self.config.seed,
-                                    invent=self.config.sft.invent)
+                                    invent=self.config.sft.invent, pieces=self._name_pieces(), spelled=self.config.sft.invent_spelled)
         env.close()
         sft = self.config.sft
         stop = EarlyStop(sft.stop_success, sft.stop_patience)

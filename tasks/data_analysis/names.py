@@ -12,6 +12,7 @@ model that only ever copied smooth syllable strings drops the underscore of a re
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["ONSETS", "VOWELS", "made_up_name", "made_up_word"]
@@ -35,12 +36,13 @@ def made_up_word(length: int, rng: Any) -> str:
     return out
 
 
-def made_up_name(like: str, rng: Any) -> str:
+def made_up_name(like: str, rng: Any, spell: Callable[[int, Any], str] = made_up_word) -> str:
     """A made-up name with ``like``'s shape: each word of three or more letters becomes
     syllables of about its length in its case (``TEMP`` -> ``BRAKO``, ``Percap`` ->
     ``Stoulim``); separators, digits and one- or two-letter words (``pm`` in ``pm2_5``)
     stay, unless the name has no longer word (``RI``, ``co2``: those are made up too).
-    ``rng`` is a ``numpy.random.Generator``: the same state gives the same name."""
+    ``rng`` is a ``numpy.random.Generator``: the same state gives the same name.
+    ``spell(length, rng)`` makes a word (:func:`made_up_word`'s syllables by default)."""
     parts = _PARTS.findall(like)
     short_too = not any(p[:1].isalpha() and len(p) > 2 for p in parts)  # "RI", "co2": no long word
     out = []
@@ -49,6 +51,6 @@ def made_up_name(like: str, rng: Any) -> str:
             out.append(part)
             continue
         length = len(part) if len(part) <= 2 else max(3, len(part) + int(rng.integers(-2, 3)))
-        word = made_up_word(length, rng)
+        word = spell(length, rng)
         out.append(word.upper() if part.isupper() else word.capitalize() if part[0].isupper() else word)
     return "".join(out)

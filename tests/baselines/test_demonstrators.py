@@ -277,6 +277,53 @@ def test_invented_names_keep_underscores_digits_and_capitals_and_plain_words_dra
     assert invented_name("James Prescott Joule", random.Random(0)) == _old_invented_name("James Prescott Joule", random.Random(0))
 
 
+def test_spelled_names_keep_the_shape_and_hold_the_pieces_syllables_never_do():
+    """Syllable names never hold ``ps``, ``x`` or ``qu`` (the held-out ``tips`` is ``ti`` +
+    ``ps`` for the tiny tokenizer, and the model wrote ``tiokes.csv``); names spelled with
+    a tokenizer's pieces do, in the shape of the name they replace."""
+    import random
+    import re
+
+    from baselines.demonstrators import invented_name
+
+    pieces = ["ps", "x", "qu", "tion", "ment", "a"]
+    syllable = " ".join(invented_name(w, random.Random(seed)) for seed in range(200) for w in ("tips", "seattle_weather"))
+    assert not re.search(r"ps|x|qu", syllable)
+    spelled = []
+    for seed in range(50):
+        name = invented_name("seattle_weather", random.Random(seed), pieces)
+        assert re.fullmatch(r"(?:ps|x|qu|tion|ment|a){2,}_(?:ps|x|qu|tion|ment|a){2,}", name), name
+        assert re.fullmatch(r"[A-Z]+_[A-Z]+", invented_name("TEMP_MIN", random.Random(seed), pieces))
+        spelled.append(invented_name("tips", random.Random(seed), pieces))
+    assert all(re.fullmatch(r"(?:ps|x|qu|tion|ment|a)+", n) and len(n) >= 3 for n in spelled), spelled
+    assert {p for p in pieces if any(p in n for n in spelled)} == set(pieces)
+
+
+def test_spelled_copies_rename_consistently_and_none_spelled_replays_the_old_copies():
+    """``spelled`` makes some copies' names from the pieces, renamed everywhere as before;
+    ``spelled=0`` (or no pieces) draws nothing more, so earlier runs' data is unchanged."""
+    from baselines.demonstrators import counterfactual, episode_slots
+    from baselines.sft import _play as play_episode
+
+    env = gym.make("agentgym/DataAnalysis-v2", tier=1, backend="process", max_turns=3)
+    try:
+        played, slots = [], []
+        for seed in range(20):
+            played.append(play_episode(env, None, seed)[:5])
+            slots.append(episode_slots(env, played[-1][0]))
+    finally:
+        env.close()
+    plain = [m for m, *_ in counterfactual(played, slots, 12, seed=4, invent=1.0)]
+    assert plain == [m for m, *_ in counterfactual(played, slots, 12, seed=4, invent=1.0, pieces=["qu", "x"], spelled=0.0)]
+    assert plain == [m for m, *_ in counterfactual(played, slots, 12, seed=4, invent=1.0, pieces=(), spelled=1.0)]
+    spelled = [m for m, *_ in counterfactual(played, slots, 12, seed=4, invent=1.0, pieces=["qu", "xo"], spelled=1.0)]
+    for messages in spelled:
+        prompt, code = messages[1]["content"], _calls(messages[2]["content"])[0]["arguments"]["code"]
+        file_name = re.search(r"- (\S+\.csv) \(", prompt).group(1)
+        assert re.fullmatch(r"(?:qu|xo|[_\d])+\.csv", file_name, re.IGNORECASE), file_name
+        assert f"In {file_name}," in prompt and f"read_csv('{file_name}')" in code
+
+
 def _old_invented_name(like, rng):
     onsets = "b c d f g h j k l m n p r s t v w z br dr gr kr st tr ch sh th".split()
     vowels = "a e i o u a e i o u y ae ou ei".split()
