@@ -47,7 +47,9 @@ def test_threads_must_be_positive(tmp_path, tiny_model_dir):
 
 @pytest.mark.parametrize("name", ["search_cpu.yaml", "data_analysis_cpu.yaml"])
 def test_cpu_configs_fix_threads(name):
-    assert yaml.safe_load((CONFIGS / name).read_text())["threads"] == 1
+    """A fixed count (not torch's per-core default); at most this machine kind's 2 cores."""
+    threads = yaml.safe_load((CONFIGS / name).read_text())["threads"]
+    assert isinstance(threads, int) and 1 <= threads <= 2
 
 
 def test_gpu_recipe_does_not_inherit_the_cpu_thread_pin():
