@@ -102,6 +102,9 @@ class EpisodeOutcome:
     adversarial_turns: int
     faults: int
     oracle_errors: int = 0
+    shared_faults: bool = False
+    """Faults were injected into a service every episode shares (the retriever process):
+    one may have hit this episode though none was injected into its own env."""
 
     @property
     def clean(self) -> bool:
@@ -193,8 +196,11 @@ class StressReport:
 
     @property
     def agent_caused_infra(self) -> int:
+        """Infra-failed episodes with adversarial turns and no fault that could explain it:
+        none in their own env, none in a shared service (the same rule as
+        ``infra_after_attack``; a stalled retriever can fail any concurrent episode)."""
         return sum(1 for o in self.outcomes
-                   if o.infra_failed and not o.reset_failed and o.adversarial_turns and not o.faults)
+                   if o.infra_failed and not o.reset_failed and o.adversarial_turns and not o.faults and not o.shared_faults)
 
     def boundary_table(self) -> dict[str, dict[str, int]]:
         """Per trust-boundary attack: uses, infra-failed episodes after it, leaks it caused."""
@@ -395,7 +401,7 @@ async def _episode(env: Any, index: int, config: StressConfig, policy_for: Any, 
                     report.infra_after_attack[name] += 1
             return EpisodeOutcome(index, info.get("task_id"), float(reward), bool(terminated), bool(truncated),
                                   bool(info.get("infra_failed")), False, int(info.get("turns", 0)),
-                                  adversarial_turns, faults, oracle_errors)
+                                  adversarial_turns, faults, oracle_errors, shared_faults=global_faults)
 
 
 def _foreign_canaries(observation: str, index: int) -> list[str]:
