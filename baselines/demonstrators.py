@@ -286,7 +286,7 @@ def invented_name(like: str, rng: Any, pieces: Sequence[str] = ()) -> str:
     """
     import numpy as np
 
-    from tasks.data_analysis.names import ONSETS, VOWELS, made_up_name
+    from tasks.data_analysis.names import ONSETS, VOWELS, made_up_name, made_up_word
 
     onsets, vowels = list(ONSETS), list(VOWELS)
     words = []
@@ -295,8 +295,7 @@ def invented_name(like: str, rng: Any, pieces: Sequence[str] = ()) -> str:
             words.append(word)
             continue
         if re.search(r"[_\d]|.[A-Z]", word):  # seattle_weather, TEMP_MIN, gdpPercap: keep the shape
-            words.append(made_up_name(word, np.random.default_rng(rng.getrandbits(64)), _spelling(pieces)) if pieces
-                         else made_up_name(word, np.random.default_rng(rng.getrandbits(64))))
+            words.append(made_up_name(word, np.random.default_rng(rng.getrandbits(64)), _spelling(pieces) if pieces else made_up_word))
             continue
         out = ""
         while len(out) < max(3, len(word) + rng.randint(-2, 2)):

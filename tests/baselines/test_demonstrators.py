@@ -200,21 +200,29 @@ def test_trainer_draws_demonstrations_from_sft_env_kwargs(tmp_path, tiny_model_d
     assert (tmp_path / "run" / "sft_model" / "config.json").exists()
 
 
-def test_invented_names_rename_data_analysis_columns_values_and_files_consistently():
-    """``invent=1`` on DataAnalysis: the quoted columns/values and the file stem become
-    made-up names in the file list, the question and the code alike, and the program
-    still prints what the copy answers (the output is not the names')."""
-    from baselines.demonstrators import counterfactual, episode_slots
+def _played_data_analysis(episodes):
+    """The oracle's DataAnalysis-v2 episodes (seeds 0..episodes-1) and their swappable slots."""
+    from baselines.demonstrators import episode_slots
     from baselines.sft import _play as play_episode
 
     env = gym.make("agentgym/DataAnalysis-v2", tier=1, backend="process", max_turns=3)
     try:
         played, slots = [], []
-        for seed in range(30):
+        for seed in range(episodes):
             played.append(play_episode(env, None, seed)[:5])
             slots.append(episode_slots(env, played[-1][0]))
     finally:
         env.close()
+    return played, slots
+
+
+def test_invented_names_rename_data_analysis_columns_values_and_files_consistently():
+    """``invent=1`` on DataAnalysis: the quoted columns/values and the file stem become
+    made-up names in the file list, the question and the code alike, and the program
+    still prints what the copy answers (the output is not the names')."""
+    from baselines.demonstrators import counterfactual
+
+    played, slots = _played_data_analysis(30)
     originals = {p[0][1]["content"] for p in played}
     renamed = 0
     for messages, *_ in counterfactual(played, slots, 15, seed=4, invent=1.0):
@@ -302,17 +310,9 @@ def test_spelled_names_keep_the_shape_and_hold_the_pieces_syllables_never_do():
 def test_spelled_copies_rename_consistently_and_none_spelled_replays_the_old_copies():
     """``spelled`` makes some copies' names from the pieces, renamed everywhere as before;
     ``spelled=0`` (or no pieces) draws nothing more, so earlier runs' data is unchanged."""
-    from baselines.demonstrators import counterfactual, episode_slots
-    from baselines.sft import _play as play_episode
+    from baselines.demonstrators import counterfactual
 
-    env = gym.make("agentgym/DataAnalysis-v2", tier=1, backend="process", max_turns=3)
-    try:
-        played, slots = [], []
-        for seed in range(20):
-            played.append(play_episode(env, None, seed)[:5])
-            slots.append(episode_slots(env, played[-1][0]))
-    finally:
-        env.close()
+    played, slots = _played_data_analysis(20)
     plain = [m for m, *_ in counterfactual(played, slots, 12, seed=4, invent=1.0)]
     assert plain == [m for m, *_ in counterfactual(played, slots, 12, seed=4, invent=1.0, pieces=["qu", "x"], spelled=0.0)]
     assert plain == [m for m, *_ in counterfactual(played, slots, 12, seed=4, invent=1.0, pieces=(), spelled=1.0)]
