@@ -60,7 +60,7 @@ class RegexAgent:
         for title in (f"{country} (country profile)", f"{country} (borders)"):
             doc = await self._titled(f"{country} borders", title)
             if doc is not None:
-                found |= doc.borders.get(country, set())
+                found.update(doc.borders.get(country, ()))
         return found
 
     async def city_country(self, city: str) -> str | None:

@@ -54,7 +54,7 @@ class DocFacts:
     language: dict[str, list[str]] = field(default_factory=dict)
     population: dict[str, int] = field(default_factory=dict)
     demonym: dict[str, str] = field(default_factory=dict)
-    borders: dict[str, set[str]] = field(default_factory=dict)
+    borders: dict[str, list[str]] = field(default_factory=dict)  # in the document's order
     city_country: dict[str, str] = field(default_factory=dict)
     person: tuple[str, str, int, int | None] | None = None  # (name, lead, birth, death)
 
@@ -72,14 +72,16 @@ class Facts:
                 out.setdefault(key, value)
         return out
 
-    def neighbours(self) -> dict[str, set[str]]:
-        """Borders, both ways: a list in either country's document counts."""
-        out: dict[str, set[str]] = {}
+    def neighbours(self) -> dict[str, dict[str, None]]:
+        """Borders, both ways: a list in either country's document counts. Ordered sets (dict
+        keys) in rank and document order, so ties break the same in every process; a ``set``'s
+        order follows the string-hash seed."""
+        out: dict[str, dict[str, None]] = {}
         for doc in self.docs:
             for country, listed in doc.borders.items():
                 for other in listed:
-                    out.setdefault(country, set()).add(other)
-                    out.setdefault(other, set()).add(country)
+                    out.setdefault(country, {})[other] = None
+                    out.setdefault(other, {})[country] = None
         return out
 
     def persons(self) -> list[tuple[str, str, int, int | None]]:
@@ -104,7 +106,7 @@ def _doc_facts(contents: str) -> DocFacts:
         for m in _DEMONYM.finditer(text):
             doc.demonym[m["c"]] = m["v"].strip()
         for m in _BORDERS.finditer(text):
-            doc.borders[m["c"].strip()] = set(_names(m["v"]))
+            doc.borders[m["c"].strip()] = list(dict.fromkeys(_names(m["v"])))
         m = _CITY.match(text)
         if city and m:
             doc.city_country[m["city"]] = m["c"].strip()
@@ -128,7 +130,7 @@ def _named(question: str, names: Iterable[str]) -> list[str]:
     """The names that occur in the question as whole words, longest first, not inside a longer one."""
     lowered = f" {question.casefold()} "
     found: list[str] = []
-    for name in sorted(set(names), key=len, reverse=True):
+    for name in sorted(dict.fromkeys(names), key=len, reverse=True):
         key = name.casefold()
         if key and re.search(rf"(?<![\w]){re.escape(key)}(?![\w])", lowered) \
                 and not any(key in f.casefold() for f in found):
@@ -165,14 +167,14 @@ def asked_for(question: str) -> str:
 class _Scene:
     question: str
     facts: Facts
-    countries: set[str]
+    countries: dict[str, None]  # an ordered set: the same order in every process
     demonym_of: dict[str, str]  # demonym -> country
 
     @classmethod
     def of(cls, question: str, facts: Facts) -> _Scene:
         nb = facts.neighbours()
-        countries = set(nb) | {c for a in nb.values() for c in a} | set(facts.merged("capital")) \
-            | set(facts.merged("demonym")) | set(facts.merged("city_country").values())
+        countries = dict.fromkeys([*nb, *(c for a in nb.values() for c in a), *facts.merged("capital"),
+                                   *facts.merged("demonym"), *facts.merged("city_country").values()])
         demonym_of = {d: c for c, d in facts.merged("demonym").items()}
         return cls(question, facts, countries, demonym_of)
 

@@ -51,3 +51,29 @@ def test_the_reader_does_not_know_what_its_documents_do_not_say():
 ])
 def test_asked_for_reads_the_answer_type(question, kind):
     assert asked_for(question) == kind
+
+
+_ANSWERS_OF_THE_AUDIT = """
+import json, sys
+from typer.testing import CliRunner
+from agentgym.cli import app
+out = CliRunner().invoke(app, ["dataset-report", "agentgym/Search-v2", "--json"]).output
+print(json.dumps(json.loads(out)["shortcuts"]["templates"], sort_keys=True))
+"""
+
+
+def test_the_shortcut_audit_is_the_same_in_every_process():
+    """The published audit must not depend on Python's string-hash seed (a set's iteration
+    order): with border lists kept as sets, ties between neighbours and the fallback's order
+    differed between processes, and a multi-hop template read 0.10 in one run, 0.25 in another."""
+    import os
+    import subprocess
+    import sys
+
+    runs = []
+    for seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run([sys.executable, "-c", _ANSWERS_OF_THE_AUDIT], env=env, capture_output=True,
+                              text=True, timeout=300, check=True)
+        runs.append(done.stdout)
+    assert runs[0] and runs[0] == runs[1] == runs[2]
