@@ -115,6 +115,10 @@ class EnvConfig(_Section):
     kwargs: dict[str, Any] = Field(default_factory=dict)
     """Passed to ``gym.make`` (e.g. ``{difficulty: 1}``); checked against the env's constructor."""
     eval_split: StrictStr = "validation"
+    name_pieces: Literal["none", "tokenizer"] = "none"
+    """``tokenizer``: pass the policy tokenizer's lowercase letter tokens to the env as its
+    ``name_pieces`` (DataAnalysis-v2's ``invent_spelled`` spells made-up train names with
+    them, so every token of a held-out name occurs in some training name)."""
 
     @property
     def is_team(self) -> bool:
@@ -137,6 +141,9 @@ class EnvConfig(_Section):
             check_env_kwargs(self.id, self.kwargs)
         except EnvConfigError as e:
             raise ConfigError(f"env.kwargs: {e}") from e
+        if self.kwargs.get("invent_spelled") and "name_pieces" not in self.kwargs and self.name_pieces == "none":
+            raise ConfigError("Expected env.name_pieces: tokenizer (or env.kwargs.name_pieces) with "
+                              "env.kwargs.invent_spelled, which spells made-up names with them; actual value: none")
         return self
 
 

@@ -286,7 +286,7 @@ def invented_name(like: str, rng: Any, pieces: Sequence[str] = ()) -> str:
     """
     import numpy as np
 
-    from tasks.data_analysis.names import ONSETS, VOWELS, made_up_name, made_up_word
+    from tasks.data_analysis.names import ONSETS, VOWELS, made_up_name, made_up_word, piece_speller
 
     onsets, vowels = list(ONSETS), list(VOWELS)
     words = []
@@ -295,7 +295,7 @@ def invented_name(like: str, rng: Any, pieces: Sequence[str] = ()) -> str:
             words.append(word)
             continue
         if re.search(r"[_\d]|.[A-Z]", word):  # seattle_weather, TEMP_MIN, gdpPercap: keep the shape
-            words.append(made_up_name(word, np.random.default_rng(rng.getrandbits(64)), _spelling(pieces) if pieces else made_up_word))
+            words.append(made_up_name(word, np.random.default_rng(rng.getrandbits(64)), piece_speller(pieces) if pieces else made_up_word))
             continue
         out = ""
         while len(out) < max(3, len(word) + rng.randint(-2, 2)):
@@ -303,16 +303,6 @@ def invented_name(like: str, rng: Any, pieces: Sequence[str] = ()) -> str:
                     rng.choice(onsets) + rng.choice(vowels) + (rng.choice("nrlsmtk") if rng.random() < 0.3 else ""))
         words.append(out[:1].upper() + out[1:] if word[0].isupper() else out)
     return " ".join(words)
-
-
-def _spelling(pieces: Sequence[str]) -> Callable[[int, Any], str]:
-    """A ``made_up_name`` speller: random ``pieces`` up to about ``length`` letters."""
-    def spell(length: int, rng: Any) -> str:
-        out = ""
-        while len(out) < length:
-            out += pieces[int(rng.integers(len(pieces)))]
-        return out
-    return spell
 
 
 def counterfactual(played: list[tuple], slots: list[Slots | None], n: int, seed: int = 0, invent: float = 0.0,

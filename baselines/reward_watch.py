@@ -224,10 +224,14 @@ class RewardWatch:
             self.rescorer.close()
 
 
-def make_reward_watch(config: Any, run_dir: Path, is_main: bool) -> RewardWatch | None:
-    """The trainer's watch from a ``TrainConfig`` (``None`` when ``reward_watch.enabled`` is off)."""
+def make_reward_watch(config: Any, run_dir: Path, is_main: bool,
+                      env_kwargs: dict[str, Any] | None = None) -> RewardWatch | None:
+    """The trainer's watch from a ``TrainConfig`` (``None`` when ``reward_watch.enabled`` is off).
+    ``env_kwargs``: the rollout envs' own (default ``env.kwargs``), so a rescored task id
+    regenerates the task the policy was given."""
     rw = config.reward_watch
     if not rw.enabled:
         return None
-    rescorer = Rescorer(config.env.id, config.env.kwargs, rw.second_judge) if not config.env.is_team else None
+    kwargs = config.env.kwargs if env_kwargs is None else env_kwargs
+    rescorer = Rescorer(config.env.id, kwargs, rw.second_judge) if not config.env.is_team else None
     return RewardWatch(rw, rescorer, run_dir / "alarm" if is_main else None)

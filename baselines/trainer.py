@@ -121,7 +121,10 @@ def resolve_model_path(config: TrainConfig, info: DistInfo) -> str:
 
     out = Path(config.model.tiny_dir)
     if info.is_main:
-        build_tiny_model(out, env_corpus(config.env.id, config.env.kwargs), TinyModelSpec(**config.model.tiny.model_dump(), seed=config.seed))
+        kwargs = dict(config.env.kwargs)
+        if config.env.name_pieces == "tokenizer":  # the pieces come from the tokenizer this corpus trains
+            kwargs.pop("invent_spelled", None)
+        build_tiny_model(out, env_corpus(config.env.id, kwargs), TinyModelSpec(**config.model.tiny.model_dump(), seed=config.seed))
     if info.enabled:
         torch.distributed.barrier()
     return str(out)
@@ -203,14 +206,14 @@ class Trainer:
         self.updater = PolicyUpdater(self.model, self.optimizer, self.ewma, config.algo, self.info, config.rollout.temperature,
                                      compute_dtype=self.compute_dtype, versions=self.versions, reference=self.reference)
         n_local = self._local_tasks(config.rollout.tasks_per_step)
-        envs = make_rollout_envs(config.env.id, config.env.kwargs,
+        envs = make_rollout_envs(config.env.id, self.env_kwargs,
                                  (config.rollout.max_staleness + 1) * n_local * config.rollout.group_size,
                                  fleet=config.rollout.fleet, fleet_workers=config.rollout.fleet_workers,
                                  fleet_address=config.rollout.fleet_address)
         sampling = SamplingConfig(config.rollout.max_new_tokens, config.rollout.temperature, config.rollout.top_p)
         self.logger = MetricsLogger(self.run_dir, tensorboard=config.log.tensorboard, wandb_project=config.log.wandb_project,
                                     config=config_to_dict(config)) if self.info.is_main else None
-        self.watch = make_reward_watch(config, self.run_dir, self.info.is_main)  # reward-jump alarm (reward_watch.*)
+        self.watch = make_reward_watch(config, self.run_dir, self.info.is_main, self.env_kwargs)  # reward-jump alarm
         if self._resuming():
             self.step = load_checkpoint(self.run_dir / "checkpoint", model=self.model, optimizer=self.optimizer, ewma=self.ewma, info=self.info)["step"]
         rollout_class = TeamRollout if config.env.is_team else AsyncRollout
@@ -234,13 +237,24 @@ class Trainer:
             raise ConfigError(f"Expected a task count divisible by the {self.info.world_size} processes, actual value: {total}")
         return total // self.info.world_size
 
-    def _name_pieces(self) -> list[str]:
-        """The tokenizer's lowercase-letter tokens, to spell made-up names with
-        (``sft.invent_spelled``); none when that is 0."""
-        if not self.config.sft.invent_spelled:
-            return []
+    def _tokenizer_pieces(self) -> list[str]:
+        """The tokenizer's lowercase-letter tokens, sorted: what made-up names are spelled
+        with (``sft.invent_spelled``, the env's ``invent_spelled``)."""
         tokens = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
         return sorted({t for t in tokens if re.fullmatch(r"[a-z]+", t)})
+
+    def _name_pieces(self) -> list[str]:
+        """The pieces SFT's made-up names are spelled with; none when ``sft.invent_spelled`` is 0."""
+        return self._tokenizer_pieces() if self.config.sft.invent_spelled else []
+
+    @property
+    def env_kwargs(self) -> dict[str, Any]:
+        """``env.kwargs``, with the tokenizer's pieces as ``name_pieces`` when ``env.name_pieces``
+        asks for them: every env the run makes (rollout, evaluation, demonstrations) gets them."""
+        kwargs = dict(self.config.env.kwargs)
+        if self.config.env.name_pieces == "tokenizer":
+            kwargs["name_pieces"] = self._tokenizer_pieces()
+        return kwargs
 
     def _warm_start(self, policy: torch.nn.Module, gym: Any) -> None:
         from baselines.demonstrators import demonstrator, recovering
@@ -248,7 +262,7 @@ class Trainer:
 
         if self.info.strategy == "fsdp2":
             raise ConfigError("sft.episodes > 0 is not supported with dist.strategy=fsdp2; run SFT in one process first.")
-        env = gym.make(self.config.env.id, **{**self.config.env.kwargs, **self.config.sft.env_kwargs})
+        env = gym.make(self.config.env.id, **{**self.env_kwargs, **self.config.sft.env_kwargs})
         trajs = oracle_trajectories(env, self.chat, range(10_000, 10_000 + self.config.sft.episodes),
                                     policy=recovering(demonstrator(self.config.sft.demonstrator), self.config.sft.recovery,
                                                       seed=self.config.seed),
@@ -430,7 +444,7 @@ class Trainer:
         cfg = self.config
         per_chunk = max(1, max(EVAL_CHUNK_EPISODES, cfg.rollout.tasks_per_step * cfg.rollout.group_size) // samples)
         envs = self._eval_envs.setdefault(split, [])
-        kwargs = {k: v for k, v in cfg.env.kwargs.items() if k != "split"}
+        kwargs = {k: v for k, v in self.env_kwargs.items() if k != "split"}
         envs += make_rollout_envs(cfg.env.id, {**kwargs, "split": split}, min(len(seeds), per_chunk) * samples - len(envs))
         sampling = SamplingConfig(cfg.rollout.max_new_tokens, temperature, cfg.rollout.top_p)
         wins = 0.0

@@ -16,8 +16,11 @@ eval env on different splits differ in the fingerprint, visibly.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import re
 from dataclasses import asdict, dataclass, replace
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -30,11 +33,18 @@ from sandboxes.protocol import BackendName as Backend
 from tasks.data_analysis.generator import GeneratorConfig, Question
 from tasks.data_analysis.generator_v2 import V2_GENERATOR, generate_question_v2, reachable_templates
 from tasks.data_analysis.grading_v2 import score_answer_v2
+from tasks.data_analysis.names import check_pieces
 from tasks.data_analysis.splits import split_summary
 from tasks.data_analysis.templates_v2 import CATEGORY, TEMPLATES_V2, template_v2_by_id
 from tasks.data_analysis.templates import templates_digest
 
 __all__ = ["DataAnalysisV2Env", "DataAnalysisV2Family", "DataAnalysisV2Task"]
+
+def _digest(pieces: tuple[str, ...]) -> str:
+    """The name pieces in a fingerprint: their count and a digest of them in order (the
+    order decides which piece a draw picks)."""
+    return f"{len(pieces)}:{hashlib.sha256(json.dumps(pieces).encode()).hexdigest()[:16]}"
+
 
 _TASK_ID = re.compile(r"^da2-(train|validation|test)-(all|t[1-4]|[a-z0-9_]+)-(\d+)$")
 
@@ -59,6 +69,12 @@ class DataAnalysisV2Family(DataAnalysisFamily):
             made-up names shaped like the real ones (``tasks.data_analysis.names``), so a
             policy trained on the train tables must copy names, as it must on held-out
             tables. A training augmentation: validation and test questions never change.
+        invent_spelled: the chance that a made-up name is spelled with random
+            ``name_pieces`` instead of syllables (``tasks.data_analysis.names.piece_speller``).
+            Syllables never hold ``ps``, ``x`` or ``qu``; a held-out name does (``tips``),
+            and a policy that never copied its tokenizer's piece for them garbles it.
+        name_pieces: lowercase words to spell with: the policy tokenizer's letter tokens
+            (the baselines' trainer passes them with ``env.name_pieces: tokenizer``).
     """
 
     version = 2  # v2: the v2 task source (templates, splits, precision-tied tolerance)
@@ -73,9 +89,20 @@ class DataAnalysisV2Family(DataAnalysisFamily):
         python_timeout_s: float = 30.0,
         generator: GeneratorConfig | None = None,
         invent_names: float = 0.0,
+        invent_spelled: float = 0.0,
+        name_pieces: Sequence[str] = (),
     ) -> None:
-        if not isinstance(invent_names, (int, float)) or not 0 <= invent_names <= 1:
-            raise ConfigError(f"Expected invent_names in [0, 1], actual value: {invent_names!r}")
+        for name, value in (("invent_names", invent_names), ("invent_spelled", invent_spelled)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+                raise ConfigError(f"Expected {name} in [0, 1], actual value: {value!r}")
+        if invent_spelled:
+            if not invent_names:
+                raise ConfigError("Expected invent_names > 0 with invent_spelled (it spells the invented names), "
+                                  f"actual value: invent_names={invent_names!r}")
+            try:
+                name_pieces = check_pieces(name_pieces)
+            except ValueError as e:
+                raise ConfigError(f"{e} (invent_spelled needs name_pieces)") from None
         if split not in self.splits:
             raise ConfigError(f"Expected split in {self.splits}, actual value: {split!r}")
         if template is not None:
@@ -91,6 +118,8 @@ class DataAnalysisV2Family(DataAnalysisFamily):
         self.template = template
         self.split = split
         self.invent_names = float(invent_names)
+        self.invent_spelled = float(invent_spelled)
+        self.name_pieces = tuple(name_pieces) if invent_spelled else ()
 
     def new_task(self, rng: np.random.Generator, split: str, options: dict[str, Any]) -> DataAnalysisV2Task:
         if "task_id" in options:
@@ -114,7 +143,9 @@ class DataAnalysisV2Family(DataAnalysisFamily):
         template = None if scope == "all" or tier is not None else scope
         config = self.generator
         if task.split == "train" and self.invent_names > 0:
-            config = replace(config, variant=replace(config.variant, invent_probability=self.invent_names))
+            config = replace(config, variant=replace(config.variant, invent_probability=self.invent_names,
+                                                     spell_probability=self.invent_spelled,
+                                                     spell_pieces=self.name_pieces))
         return generate_question_v2(rng, split=task.split, tier=tier, template_id=template,  # type: ignore[arg-type]
                                     config=config)
 
@@ -143,6 +174,8 @@ class DataAnalysisV2Family(DataAnalysisFamily):
             "generator": asdict(self.generator),
             "split": split_summary(self.split),  # type: ignore[arg-type]
             **({"invent_names": self.invent_names} if self.invent_names and self.split == "train" else {}),
+            **({"invent_spelled": self.invent_spelled, "name_pieces": _digest(self.name_pieces)}
+               if self.invent_spelled and self.invent_names and self.split == "train" else {}),
         })
         return fields
 

@@ -12,10 +12,10 @@ model that only ever copied smooth syllable strings drops the underscore of a re
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["ONSETS", "VOWELS", "made_up_name", "made_up_word"]
+__all__ = ["ONSETS", "VOWELS", "check_pieces", "made_up_name", "made_up_word", "piece_speller"]
 
 ONSETS = tuple("b c d f g h j k l m n p r s t v w z br dr gr kr st tr ch sh th".split())
 VOWELS = tuple("a e i o u a e i o u y ae ou ei".split())
@@ -34,6 +34,32 @@ def made_up_word(length: int, rng: Any) -> str:
         if rng.random() < 0.3:
             out += _CODAS[int(rng.integers(len(_CODAS)))]
     return out
+
+
+def piece_speller(pieces: Sequence[str]) -> Callable[[int, Any], str]:
+    """A :func:`made_up_name` speller that joins random ``pieces`` (lowercase words, e.g. a
+    tokenizer's letter tokens) up to about ``length`` letters. Syllables never hold ``ps``,
+    ``x`` or ``qu``, so a tokenizer's pieces for such letters occur in no syllable name,
+    and a policy that never copied them garbles them in a held-out name (the tiny model:
+    ``tips.csv`` -> ``tiokes.csv``); spelling with the tokenizer's own pieces puts each of
+    them into some name."""
+    pieces = check_pieces(pieces)
+
+    def spell(length: int, rng: Any) -> str:
+        out = ""
+        while len(out) < length:
+            out += pieces[int(rng.integers(len(pieces)))]
+        return out
+    return spell
+
+
+def check_pieces(pieces: Sequence[str]) -> tuple[str, ...]:
+    """``pieces`` as a tuple, or ValueError unless it is a non-empty sequence of lowercase words."""
+    if isinstance(pieces, str) or not pieces or not all(isinstance(p, str) and re.fullmatch(r"[a-z]+", p)
+                                                        for p in pieces):
+        raise ValueError("Expected name pieces: a non-empty list of lowercase words (a-z), actual value: "
+                         f"{str(pieces)[:80]!r}")
+    return tuple(pieces)
 
 
 def made_up_name(like: str, rng: Any, spell: Callable[[int, Any], str] = made_up_word) -> str:

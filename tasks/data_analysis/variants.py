@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from tasks.data_analysis.names import made_up_name
+from tasks.data_analysis.names import check_pieces, made_up_name, made_up_word, piece_speller
 from tasks.data_analysis.tables import TableSpec, load_table, table_csv
 
 __all__ = ["VariantConfig", "TableVariant", "make_variant", "rename_style"]
@@ -36,6 +38,12 @@ class VariantConfig:
     allows renames) get made-up names (:func:`tasks.data_analysis.names.made_up_name`):
     a training augmentation, so that names must be copied, not recalled. At 0 the
     generator draws exactly what it drew before the option existed."""
+    spell_probability: float = 0.0
+    """Chance that an invented variant's names are spelled with random ``spell_pieces``
+    (:func:`tasks.data_analysis.names.piece_speller`) instead of syllables. At 0 no
+    number is drawn for it: the generator draws what it drew before the option existed."""
+    spell_pieces: tuple[str, ...] = ()
+    """Lowercase words to spell with (e.g. a policy tokenizer's letter tokens)."""
 
     def __post_init__(self) -> None:
         if not 0 < self.min_fraction <= self.max_fraction <= 1:
@@ -47,6 +55,10 @@ class VariantConfig:
             raise ValueError(f"Expected missing rates in [0, 0.5), actual: {self.missing_rates}")
         if not 0 <= self.invent_probability <= 1:
             raise ValueError(f"Expected invent_probability in [0, 1], actual value: {self.invent_probability}")
+        if not 0 <= self.spell_probability <= 1:
+            raise ValueError(f"Expected spell_probability in [0, 1], actual value: {self.spell_probability}")
+        if self.spell_probability > 0:
+            check_pieces(self.spell_pieces)
 
 
 @dataclass(frozen=True)
@@ -127,15 +139,18 @@ def make_variant(
     renames = _renames(df, spec, rng, config.rename_probability) if allow_rename else {}
     stem = None
     if config.invent_probability > 0 and rng.random() < config.invent_probability:
-        stem = made_up_name(spec.name, rng)
+        spell = made_up_word
+        if config.spell_probability > 0 and rng.random() < config.spell_probability:
+            spell = piece_speller(config.spell_pieces)
+        stem = made_up_name(spec.name, rng, spell)
         if allow_rename:
-            renames = _invented_renames(df, spec, renames, rng)
+            renames = _invented_renames(df, spec, renames, rng, spell)
     df = df.rename(columns=renames)
     return TableVariant(spec=spec, data=table_csv(df), renames=renames, missing_rate=rate, rows=n, stem=stem)
 
 
 def _invented_renames(df: pd.DataFrame, spec: TableSpec, renames: dict[str, str],
-                      rng: np.random.Generator) -> dict[str, str]:
+                      rng: np.random.Generator, spell: Callable[[int, Any], str] = made_up_word) -> dict[str, str]:
     """Every unprotected column made up, shaped like its (possibly restyled) name; the
     protected ones (entity, date, keys) keep theirs, as with ordinary renames."""
     out: dict[str, str] = {}
@@ -143,12 +158,12 @@ def _invented_renames(df: pd.DataFrame, spec: TableSpec, renames: dict[str, str]
     for col in df.columns:
         if col in spec.no_missing():
             continue
-        new = made_up_name(renames.get(col, str(col)), rng)
+        new = made_up_name(renames.get(col, str(col)), rng, spell)
         while new in taken or new == col:  # a clash (or, rarely, the same spelling drawn again)
             if not re.search(r"[A-Za-z]{3}", new):
                 new = new + str(int(rng.integers(10)))
             else:
-                new = made_up_name(renames.get(col, str(col)), rng)
+                new = made_up_name(renames.get(col, str(col)), rng, spell)
         taken.add(new)
         out[col] = new
     return out

@@ -186,3 +186,37 @@ def test_kl_reference_is_the_sft_start_also_after_resume(tmp_path, trained_model
     ref = resumed.reference.state_dict()
     assert all(torch.equal(ref[k], v) for k, v in sft_start.items())
     resumed.close()
+
+
+def test_env_name_pieces_spell_the_rollouts_train_names_with_the_tokenizers_pieces(tmp_path, trained_model_dir,
+                                                                                   monkeypatch):
+    """``env.name_pieces: tokenizer`` hands the policy tokenizer's letter tokens to every env
+    the run makes, so DataAnalysis-v2's ``invent_spelled`` spells RL's made-up train names
+    with them (a held-out name's pieces then occur in training names, not only in SFT's);
+    without it, a config that asks for spelled names is refused at load."""
+    import re
+
+    from baselines.errors import ConfigError
+
+    monkeypatch.setenv("AGENTGYM_SANDBOX", "process")
+    da = ["env.id=agentgym/DataAnalysis-v2",
+          "env.kwargs={tier: 1, backend: process, max_turns: 2, invent_names: 1.0, invent_spelled: 1.0}",
+          "env.eval_split=test", "sft.episodes=0", "eval_sampled=false", "rollout.tasks_per_step=2",
+          "rollout.group_size=2", "rollout.max_new_tokens=8", "algo.micro_batch_size=2", "algo.num_minibatches=1"]
+    with pytest.raises(ConfigError, match="env.name_pieces"):
+        _config(tmp_path, trained_model_dir, steps=1, extra=da)
+    trainer = Trainer(_config(tmp_path, trained_model_dir, steps=1, extra=[*da, "env.name_pieces=tokenizer"]))
+    try:
+        tokens = trainer.tokenizer.convert_ids_to_tokens(list(range(len(trainer.tokenizer))))
+        pieces = sorted({t for t in tokens if re.fullmatch(r"[a-z]+", t)})
+        assert len(pieces) > 5
+        assert trainer.train_step()["rollout/generated_tokens"] > 0  # the rollout envs played their tasks
+        spelled = re.compile("(?:" + "|".join(sorted(map(re.escape, pieces), key=len, reverse=True)) + ")+")
+        stems = [f.rsplit(".", 1)[0] for env in trainer.loop.envs
+                 for f in env.unwrapped.task.question.files]
+        assert stems and all(env.unwrapped.fingerprint.fields["name_pieces"].startswith(f"{len(pieces)}:")
+                             for env in trainer.loop.envs)
+        words = [w for s in stems for w in re.findall(r"[a-z]{3,}", s.lower())]
+        assert words and all(spelled.fullmatch(w) for w in words), words
+    finally:
+        trainer.close()

@@ -119,6 +119,50 @@ def test_invent_names_renames_train_questions_only_and_the_oracle_still_solves_t
         DataAnalysisV2Env(invent_names=2.0)
 
 
+def test_invent_spelled_spells_train_names_with_the_pieces_and_is_in_the_fingerprint():
+    """``invent_spelled`` spells made-up train names with ``name_pieces`` (a tokenizer's
+    letter tokens), so every piece a held-out name holds occurs in some training name; the
+    oracle still solves them, a task id replays to the same names, the pieces are in the
+    fingerprint (train and eval envs must not mix spellings unnoticed), and test
+    questions never change."""
+    import re
+
+    pieces = ["ps", "qu", "x"]
+    kw = {"split": "train", "invent_names": 1.0, "invent_spelled": 1.0, "name_pieces": pieces}
+    env = gym.make(ENV_ID, **kw).unwrapped
+    syllables = gym.make(ENV_ID, split="train", invent_names=1.0).unwrapped
+    try:
+        _, info = env.reset(seed=5)
+        stems = [f.rsplit(".", 1)[0] for f in env.task.question.files]
+        assert stems and all(re.fullmatch(r"(?:(?:ps|qu|x)+|[^a-z]+)+", s.lower()) for s in stems), stems
+        env.reset(options={"task_id": info["task_id"]})
+        assert [f.rsplit(".", 1)[0] for f in env.task.question.files] == stems
+        fields, plain = env.fingerprint.fields, syllables.fingerprint.fields
+        assert fields["invent_spelled"] == 1.0 and fields["name_pieces"].startswith("3:")
+        assert "name_pieces" not in plain and env.fingerprint.digest != syllables.fingerprint.digest
+    finally:
+        env.close()
+        syllables.close()
+    test_plain = gym.make(ENV_ID, split="test").unwrapped
+    test_spelled = gym.make(ENV_ID, **{**kw, "split": "test"}).unwrapped
+    try:
+        test_plain.reset(seed=5)
+        test_spelled.reset(seed=5)
+        assert test_spelled.task.question.text == test_plain.task.question.text
+        assert "name_pieces" not in test_spelled.fingerprint.fields
+    finally:
+        test_plain.close()
+        test_spelled.close()
+    report = run_episodes(ENV_ID, oracle_policy, episodes=12, concurrency=3, seed=7, env_kwargs=kw)
+    _assert_oracle_solves(report)
+    for bad, match in (({"invent_spelled": 0.5}, "invent_names"),
+                       ({"invent_names": 1.0, "invent_spelled": 0.5}, "name pieces"),
+                       ({"invent_names": 1.0, "invent_spelled": 0.5, "name_pieces": ["Qu"]}, "name pieces"),
+                       ({"invent_names": 1.0, "invent_spelled": True, "name_pieces": pieces}, "invent_spelled")):
+        with pytest.raises(ConfigError, match=match):
+            DataAnalysisV2Env(**bad)
+
+
 @pytest.mark.parametrize("max_turns", [1, 2])
 def test_an_unanswered_episode_still_says_which_template_and_tier_it_was(max_turns):
     """Per-template success rates are computed from the episode-end info: a truncated

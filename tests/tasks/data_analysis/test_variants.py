@@ -129,3 +129,32 @@ def test_invent_probability_zero_draws_exactly_the_old_variants():
 def test_invent_probability_is_validated():
     with pytest.raises(ValueError, match="invent_probability"):
         VariantConfig(invent_probability=1.5)
+
+
+def test_spelled_variants_use_only_the_pieces_and_spell_zero_replays_the_syllable_variants():
+    """``spell_probability`` spells an invented variant's names with the given pieces (so a
+    tokenizer's ``ps``/``qu``/``x`` occur in training names, which syllables never give);
+    at 0 it draws nothing, so every invented task id keeps its names."""
+    import re
+
+    spec = TABLES["seattle_weather"]
+    pieces = ("ps", "qu", "x")
+    spelled = make_variant(spec, np.random.default_rng(2),
+                           config=VariantConfig(invent_probability=1.0, spell_probability=1.0, spell_pieces=pieces))
+    words = re.findall(r"[a-z]{3,}", " ".join([spelled.stem or "", *spelled.renames.values()]).lower())
+    assert words and all(re.fullmatch(r"(ps|qu|x)+", w) for w in words), words
+    assert spelled.stem and "_" in spelled.stem  # the shape of seattle_weather stays
+    for seed in range(5):
+        a = make_variant(spec, np.random.default_rng(seed), config=VariantConfig(invent_probability=1.0))
+        b = make_variant(spec, np.random.default_rng(seed),
+                         config=VariantConfig(invent_probability=1.0, spell_probability=0.0, spell_pieces=pieces))
+        assert (a.data, a.file, a.renames) == (b.data, b.file, b.renames)
+    half = [make_variant(spec, np.random.default_rng(s), config=VariantConfig(
+        invent_probability=1.0, spell_probability=0.5, spell_pieces=pieces)).stem for s in range(40)]
+    assert 5 < sum(bool(re.fullmatch(r"((ps|qu|x)+_?)+", s or "")) for s in half) < 35, half
+
+
+@pytest.mark.parametrize("pieces", [(), ("Ps",), ("p s",), "psqu"])
+def test_spelling_needs_lowercase_pieces(pieces):
+    with pytest.raises(ValueError, match="name pieces"):
+        VariantConfig(invent_probability=1.0, spell_probability=0.5, spell_pieces=pieces)
