@@ -416,7 +416,7 @@ class TeamEnv(TurnSettings, ParallelEnv[str, str, str]):
         """One telemetry episode per team episode; a tool counts as used if any agent used it."""
         seats = self.seats.values()
         used = {n for s in seats for n in s.used_tools()}
-        self.telemetry.record_episode(used, {n for s in seats for n in s.tool_names})
+        self.telemetry.record_episode(used, sorted({n for s in seats for n in s.tool_names}))  # same order in every process
 
     def _step_info(self, agent: str) -> dict[str, Any]:
         seat = self.seats[agent]

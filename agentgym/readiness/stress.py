@@ -397,7 +397,7 @@ async def _episode(env: Any, index: int, config: StressConfig, policy_for: Any, 
         if terminated or truncated:
             faults = injector.faults_for(env) - faults_at_start
             if info.get("infra_failed") and not faults and not global_faults:
-                for name in used:
+                for name in sorted(used):  # a set: the report's order must not follow the hash seed
                     report.infra_after_attack[name] += 1
             return EpisodeOutcome(index, info.get("task_id"), float(reward), bool(terminated), bool(truncated),
                                   bool(info.get("infra_failed")), False, int(info.get("turns", 0)),

@@ -154,7 +154,7 @@ def test_spelled_variants_use_only_the_pieces_and_spell_zero_replays_the_syllabl
     assert 5 < sum(bool(re.fullmatch(r"((ps|qu|x)+_?)+", s or "")) for s in half) < 35, half
 
 
-@pytest.mark.parametrize("pieces", [(), ("Ps",), ("p s",), "psqu"])
+@pytest.mark.parametrize("pieces", [(), ("Ps",), ("p s",), "psqu", {"ps", "qu"}])
 def test_spelling_needs_lowercase_pieces(pieces):
     with pytest.raises(ValueError, match="name pieces"):
         VariantConfig(invent_probability=1.0, spell_probability=0.5, spell_pieces=pieces)
