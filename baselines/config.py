@@ -141,6 +141,11 @@ class EnvConfig(_Section):
             check_env_kwargs(self.id, self.kwargs)
         except EnvConfigError as e:
             raise ConfigError(f"env.kwargs: {e}") from e
+        if self.name_pieces == "tokenizer":
+            try:
+                check_env_kwargs(self.id, {**self.kwargs, "name_pieces": ["a"]})
+            except EnvConfigError as e:
+                raise ConfigError(f"env.name_pieces: tokenizer passes name_pieces to the env, which takes none: {e}") from e
         if self.kwargs.get("invent_spelled") and "name_pieces" not in self.kwargs and self.name_pieces == "none":
             raise ConfigError("Expected env.name_pieces: tokenizer (or env.kwargs.name_pieces) with "
                               "env.kwargs.invent_spelled, which spells made-up names with them; actual value: none")

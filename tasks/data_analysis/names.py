@@ -56,8 +56,8 @@ def piece_speller(pieces: Sequence[str]) -> Callable[[int, Any], str]:
 def check_pieces(pieces: Sequence[str]) -> tuple[str, ...]:
     """``pieces`` as a tuple, or ValueError unless it is a non-empty sequence of lowercase words.
     A set is refused: its order follows the string-hash seed, and the order decides the names."""
-    if isinstance(pieces, (str, set, frozenset)) or not pieces or not all(isinstance(p, str) and re.fullmatch(r"[a-z]+", p)
-                                                        for p in pieces):
+    ordered = not isinstance(pieces, (str, set, frozenset))
+    if not ordered or not pieces or not all(isinstance(p, str) and re.fullmatch(r"[a-z]+", p) for p in pieces):
         raise ValueError("Expected name pieces: a non-empty list of lowercase words (a-z), actual value: "
                          f"{str(pieces)[:80]!r}")
     return tuple(pieces)

@@ -205,6 +205,8 @@ def test_env_name_pieces_spell_the_rollouts_train_names_with_the_tokenizers_piec
           "rollout.group_size=2", "rollout.max_new_tokens=8", "algo.micro_batch_size=2", "algo.num_minibatches=1"]
     with pytest.raises(ConfigError, match="env.name_pieces"):
         _config(tmp_path, trained_model_dir, steps=1, extra=da)
+    with pytest.raises(ConfigError, match="takes none"):  # Calculator has no names to spell
+        _config(tmp_path, trained_model_dir, steps=1, extra=["env.name_pieces=tokenizer"])
     trainer = Trainer(_config(tmp_path, trained_model_dir, steps=1, extra=[*da, "env.name_pieces=tokenizer"]))
     try:
         tokens = trainer.tokenizer.convert_ids_to_tokens(list(range(len(trainer.tokenizer))))
