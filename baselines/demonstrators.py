@@ -289,13 +289,14 @@ def invented_name(like: str, rng: Any, pieces: Sequence[str] = ()) -> str:
     from tasks.data_analysis.names import ONSETS, VOWELS, made_up_name, made_up_word, piece_speller
 
     onsets, vowels = list(ONSETS), list(VOWELS)
+    spell = piece_speller(pieces) if pieces else made_up_word  # once: it checks every piece
     words = []
     for word in like.split() or ["x"]:
         if not word[:1].isalpha() or len(word) <= 2:  # "W.", "de", "of": keep as written
             words.append(word)
             continue
         if re.search(r"[_\d]|.[A-Z]", word):  # seattle_weather, TEMP_MIN, gdpPercap: keep the shape
-            words.append(made_up_name(word, np.random.default_rng(rng.getrandbits(64)), piece_speller(pieces) if pieces else made_up_word))
+            words.append(made_up_name(word, np.random.default_rng(rng.getrandbits(64)), spell))
             continue
         out = ""
         while len(out) < max(3, len(word) + rng.randint(-2, 2)):

@@ -17,6 +17,7 @@ Wiring only; each piece is its own tested module. One training step:
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import random
@@ -237,15 +238,17 @@ class Trainer:
             raise ConfigError(f"Expected a task count divisible by the {self.info.world_size} processes, actual value: {total}")
         return total // self.info.world_size
 
+    @functools.cached_property
     def _tokenizer_pieces(self) -> list[str]:
         """The tokenizer's lowercase-letter tokens, sorted: what made-up names are spelled
-        with (``sft.invent_spelled``, the env's ``invent_spelled``)."""
+        with (``sft.invent_spelled``, the env's ``invent_spelled``). Read once: every env
+        the run makes, and every evaluation, asks for them."""
         tokens = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
         return sorted({t for t in tokens if re.fullmatch(r"[a-z]+", t)})
 
     def _name_pieces(self) -> list[str]:
         """The pieces SFT's made-up names are spelled with; none when ``sft.invent_spelled`` is 0."""
-        return self._tokenizer_pieces() if self.config.sft.invent_spelled else []
+        return list(self._tokenizer_pieces) if self.config.sft.invent_spelled else []
 
     @property
     def env_kwargs(self) -> dict[str, Any]:
@@ -253,7 +256,7 @@ class Trainer:
         asks for them: every env the run makes (rollout, evaluation, demonstrations) gets them."""
         kwargs = dict(self.config.env.kwargs)
         if self.config.env.name_pieces == "tokenizer":
-            kwargs["name_pieces"] = self._tokenizer_pieces()
+            kwargs["name_pieces"] = list(self._tokenizer_pieces)
         return kwargs
 
     def _warm_start(self, policy: torch.nn.Module, gym: Any) -> None:

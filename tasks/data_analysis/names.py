@@ -21,6 +21,9 @@ ONSETS = tuple("b c d f g h j k l m n p r s t v w z br dr gr kr st tr ch sh th".
 VOWELS = tuple("a e i o u a e i o u y ae ou ei".split())
 _CODAS = "nrlsmtk"
 
+_PIECE = re.compile(r"[a-z]+")
+"""A name piece: a non-empty lowercase word (compiled: a tokenizer has ~1,400 of them)."""
+
 _PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+|[^A-Za-z\d]+")
 """A name's parts: an all-caps run, a (capitalised) lowercase word, digits, anything else."""
 
@@ -57,7 +60,7 @@ def check_pieces(pieces: Sequence[str]) -> tuple[str, ...]:
     """``pieces`` as a tuple, or ValueError unless it is a non-empty sequence of lowercase words.
     A set is refused: its order follows the string-hash seed, and the order decides the names."""
     ordered = not isinstance(pieces, (str, set, frozenset))
-    if not ordered or not pieces or not all(isinstance(p, str) and re.fullmatch(r"[a-z]+", p) for p in pieces):
+    if not ordered or not pieces or not all(isinstance(p, str) and _PIECE.fullmatch(p) for p in pieces):
         raise ValueError("Expected name pieces: a non-empty list of lowercase words (a-z), actual value: "
                          f"{str(pieces)[:80]!r}")
     return tuple(pieces)
