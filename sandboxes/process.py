@@ -78,7 +78,9 @@ _ADDRESS_SPACE_HEADROOM = 2 * 1024**3
 they never touch, so the limit is ``mem_limit`` plus this headroom."""
 _IN_RUNTIME = "/opt/agentgym"
 _IN_SITE = "/opt/site"
-_IN_OOM = "/run/agentgym-oom"
+_IN_MEMORY = "/run/agentgym-memory"
+"""Where the sandbox's memory cgroup directory is bound, read-only: the supervisor reads
+its OOM-kill counter and how full it is (a container sees its own the same way)."""
 
 
 class SandboxIsolationWarning(UserWarning):
@@ -223,7 +225,7 @@ def bwrap_argv(config: SandboxConfig, bwrap: str, *, oom_file: str | None = None
         argv += ["--unshare-user", "--uid", uid, "--gid", gid or uid]
     shown, hide, entries = _visible_files(tuple(dict.fromkeys(config.preload + config.libraries)))
     made = {shown[i + 3] for i in range(len(shown) - 3) if shown[i + 2] == "--dir"}
-    dests = [_IN_RUNTIME, f"{_IN_SITE}/x", config.workdir, "/tmp", *([_IN_OOM] if oom_file else [])]
+    dests = [_IN_RUNTIME, f"{_IN_SITE}/x", config.workdir, "/tmp", *([_IN_MEMORY] if oom_file else [])]
     for directory in sorted({d for dest in dests
                              for d in _ancestors(dest)} - made, key=len):
         argv += ["--perms", "0755", "--dir", directory]  # not the 0700 bwrap makes them
@@ -234,7 +236,7 @@ def bwrap_argv(config: SandboxConfig, bwrap: str, *, oom_file: str | None = None
     for name, path in entries:
         argv += ["--ro-bind", path, f"{_IN_SITE}/{name}"]
     if oom_file:
-        argv += ["--ro-bind", oom_file, _IN_OOM]
+        argv += ["--ro-bind", os.path.dirname(oom_file), _IN_MEMORY]
     argv += [
         "--proc", "/proc", "--dev", "/dev",
         "--perms", "01777", "--size", str(parse_size(config.shm_size)), "--tmpfs", "/dev/shm",
@@ -423,7 +425,7 @@ class ProcessSandbox(SupervisedSandbox):
         else:
             python, _ = _interpreter()
             supervisor = [python, "-I", "-S", f"{_IN_RUNTIME}/supervisor.py",
-                          *self._supervisor_args(_IN_OOM if oom else None)]
+                          *self._supervisor_args(f"{_IN_MEMORY}/{os.path.basename(oom)}" if oom else None)]
             argv = launch_argv(self.config, support.bwrap, supervisor, oom_file=oom, cgroup_procs=procs)
             cwd = str(self._dir)
         env = {"PATH": "/usr/bin:/bin", **default_env(self.config)}

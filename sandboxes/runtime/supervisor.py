@@ -86,6 +86,10 @@ OOM_FILES = ["/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_c
 names the file for the process backend's own cgroup."""
 
 
+def _mib(n: int) -> int:
+    return max(0, n) >> 20
+
+
 def _oom_kills() -> int:
     """The cgroup's OOM-kill counter (v2 or v1), or -1 when unreadable."""
     for path in OOM_FILES:
@@ -98,6 +102,47 @@ def _oom_kills() -> int:
         except (OSError, ValueError):
             continue
     return -1
+
+
+RESTART_RESERVE_BYTES = 32 << 20
+"""Memory an interpreter restart must find free in the sandbox's cgroup. Less than this
+after every agent process is gone means what agent code left behind (files and their
+xattrs in the tmpfs mounts, SysV IPC objects) fills the sandbox: a new interpreter would
+start at the limit and be killed, or thrash for longer than its start may take. A sandbox
+whose limits hold never gets here: ``SandboxConfig`` keeps the writable mounts' caps
+128 MiB under ``mem_limit``, and the supervisor and zygote use about 60 MiB of that."""
+
+
+MEMORY_SETTLE_S = 1.0
+"""How long a full sandbox may take to free what its dead processes held before agent
+files are removed: a worker's IPC namespace, and the SysV segments in it, is torn down
+after the worker has exited (the supervisor measured 6 MiB free, then the next cell ran)."""
+
+
+def _memory_headroom() -> int | None:
+    """Bytes the sandbox's memory cgroup can still charge without reclaiming anything but
+    page cache (v2 or v1), or None where its files cannot be read or it has no limit.
+
+    tmpfs pages are not page cache here: they sit on the anon lists (no swap to go to),
+    and the slab of tmpfs inodes and xattrs cannot be reclaimed while the files exist."""
+    names = (("memory.current", "memory.max", "active_file", "inactive_file"),
+             ("memory.usage_in_bytes", "memory.limit_in_bytes", "total_active_file", "total_inactive_file"))
+    for directory in dict.fromkeys(os.path.dirname(path) for path in OOM_FILES):
+        for usage_name, limit_name, *cache_keys in names:
+            try:
+                with open(os.path.join(directory, limit_name)) as f:
+                    limit_text = f.read().strip()
+                with open(os.path.join(directory, usage_name)) as f:
+                    usage = int(f.read())
+                with open(os.path.join(directory, "memory.stat")) as f:
+                    stat = dict(line.split(" ", 1) for line in f.read().splitlines() if " " in line)
+            except (OSError, ValueError):
+                continue
+            if limit_text == "max" or not limit_text.isdigit() or int(limit_text) >= 1 << 60:
+                return None
+            cache = sum(int(stat.get(key, 0)) for key in cache_keys)
+            return int(limit_text) - (usage - cache)
+    return None
 
 
 def _become_subreaper() -> None:
@@ -384,6 +429,9 @@ RESET_SETTLE_S = 10.0
 one still listed as a survivor (and the sandbox is discarded). A reset ends as soon as
 none is left, so this only bounds the pathological case: after a fork bomb on a loaded
 2-core machine, one SIGKILLed process was still listed after 3 s (the old value)."""
+WORKER_STATUS_GRACE_S = 0.5
+"""How long a worker whose control pipe closed has to report its exit status before
+everything of agent code is killed (it returns at once when the status is there)."""
 WORKER_FORK_TIMEOUT_S = 10.0
 """A forked worker that is not ready this long means the zygote is stuck (stopped by a
 signal, say): it is killed and a new one imports the modules again."""
@@ -416,6 +464,8 @@ class Supervisor:
         self.last_seq = -1
         self.last_beat = 0.0
         self.versions: dict = {}
+        self.memory_freed: str | None = None
+        """Why agent files were removed to let an interpreter start; told in the next result."""
 
     # ----------------------------------------------------------------- process life
     def reap_children(self) -> None:
@@ -515,8 +565,38 @@ class Supervisor:
                 failures += 1
                 self.discard_worker()
                 self.kill_zygote()
+            if w.dead and not w.ready and self.free_memory_if_full():
+                failures = 0  # agent code's leftovers starved the start, not the machinery
             if failures >= 3:
                 raise RuntimeError("the worker interpreter failed to start 3 times")
+
+    def free_memory_if_full(self) -> bool:
+        """Before a fresh interpreter starts: if what agent code left (files, xattrs, IPC
+        objects) leaves it less than :data:`RESTART_RESERVE_BYTES`, remove it, as a reset
+        would, and keep the reason for the agent. Returns whether anything was removed.
+
+        The agent's files are its state, so they go only when they fill the sandbox: an
+        interpreter that cannot start is a sandbox the pool would replace, with the files
+        lost anyway and the agent's doing counted as the infrastructure's."""
+        headroom = _memory_headroom()
+        settle_until = time.monotonic() + MEMORY_SETTLE_S
+        while headroom is not None and headroom < RESTART_RESERVE_BYTES and time.monotonic() < settle_until:
+            time.sleep(0.02)  # what dying processes and namespaces hold is freed a moment later
+            headroom = _memory_headroom()
+        if headroom is None or headroom >= RESTART_RESERVE_BYTES:
+            return False
+        self.kill_processes()
+        with self.user:
+            for root in self.scrub_dirs:
+                _remove_tree_contents(root)
+            _remove_ipc_objects()
+        after = _memory_headroom()
+        freed = f"{_mib(after - headroom)} MiB" if after is not None else "its memory"
+        self.memory_freed = (
+            f"the sandbox's memory was full of what your code left ({_mib(headroom)} MiB free), so "
+            f"your files in {', '.join(self.scrub_dirs)} and any IPC objects were removed ({freed} freed)")
+        sys.stderr.write(f"supervisor: {self.memory_freed}\n")
+        return True
 
     def discard_worker(self) -> None:
         w = self.worker
@@ -564,14 +644,23 @@ class Supervisor:
                     break
                 time.sleep(0.0005)
 
-    def reap_worker(self, killed: bool) -> int:
-        """Wait for the worker to exit and close its pipes; returns its exit status."""
+    def reap_worker(self, killed: bool, grace_s: float = 0.0) -> int:
+        """Wait for the worker to exit and close its pipes; returns its exit status.
+
+        ``grace_s``: how long a worker that is already exiting may take to report its own
+        status before the kill. On the process backend the status comes from the worker's
+        namespace init, which passes it on a moment after the worker dies; killed in that
+        moment, it reported ``os._exit(3)`` as a SIGKILL (20 times in 30)."""
         w = self.worker
         if w is None:
             return 0
         if w.dead:
             return w.code
         if killed:
+            settle_until = time.monotonic() + grace_s
+            while w.pid and w.pid not in self.exit_codes and time.monotonic() < settle_until:
+                self.reap_children()
+                time.sleep(0.001)
             self.kill_processes()
         end = time.monotonic() + 5
         next_kill = time.monotonic() + 1
@@ -636,7 +725,11 @@ class Supervisor:
                 lost_reason = "your code was killed at its deadline"
             else:
                 lost_reason = f"your code ended the interpreter ({outcome.get('error') or outcome['status']})"
+            self.free_memory_if_full()
             self.spawn_worker(seq)  # a fresh fork, ready by the time the host asks again
+        if self.memory_freed is not None:
+            lost_reason = "; ".join(r for r in (lost_reason, self.memory_freed) if r)
+            self.memory_freed = None
         status = outcome.get("status", "crash")
         if status == "interrupted":
             status = "timeout" if interrupted else "error"
@@ -674,6 +767,7 @@ class Supervisor:
             if w is not None and not w.dead and w.pid in self.exit_codes:
                 exit_status = self.reap_worker(killed=True)
                 lost = f"your interpreter exited between calls (exit status {exit_status})"
+                self.free_memory_if_full()
             elif w is not None and not w.dead and w.ready and _control_pipe_dirty(w):
                 # One result per cell: anything more is agent code writing frames, and the
                 # worker's own result may still be in the pipe, where it would pass for the
@@ -745,11 +839,17 @@ class Supervisor:
 
     def worker_died(self, interrupted: bool) -> dict:
         before = self.oom_baseline
-        code = self.reap_worker(killed=True)
+        code = self.reap_worker(killed=True, grace_s=WORKER_STATUS_GRACE_S)
         after = _oom_kills()
         self.oom_baseline = after
         if code == -signal.SIGKILL and (after > before or before < 0):
             return {"status": "oom", "error": "killed by the out-of-memory killer"}
+        headroom = _memory_headroom()
+        if code == -signal.SIGKILL and headroom is not None and headroom < RESTART_RESERVE_BYTES:
+            # At the limit the kernel kills without always counting an OOM kill (a task
+            # that is already the chosen victim, or one dying while it is charged).
+            return {"status": "oom", "error": "killed: the sandbox's memory is full "
+                    f"({_mib(headroom)} MiB left after your processes were gone)"}
         if interrupted and code == -signal.SIGINT:
             return {"status": "interrupted"}
         return {"status": "crash", "error": f"interpreter exited with status {code}"}
@@ -783,6 +883,7 @@ class Supervisor:
             leftovers = self.leftovers()
         if leftovers:
             return {"seq": req["seq"], "ok": False, "error": "reset incomplete: " + "; ".join(leftovers)[:2000]}, b""
+        self.memory_freed = None  # the next episode starts clean; nothing to tell it
         self.cell = 0  # an episode's cells are numbered from 1: a count across resets tells of earlier episodes
         self.ensure_ready(req["seq"])
         return {"seq": req["seq"], "ok": True}, b""

@@ -628,6 +628,102 @@ async def test_kernel_memory_agent_code_charges_is_capped_and_never_kills_the_ma
         assert files <= 3 * CONFIG.tmpfs_inodes and xattr_mb <= 64, attack.stdout
 
 
+FILL_MEMORY_WITH_FILES = textwrap.dedent("""
+    import os, time
+    files = 0
+    end = time.monotonic() + 10
+    for root in ('/tmp', '.', '/dev/shm'):
+        d = os.path.join(root, 'many')
+        os.makedirs(d, exist_ok=True)
+        while time.monotonic() < end:
+            path = f'{d}/{files}'
+            try:
+                os.close(os.open(path, os.O_CREAT | os.O_WRONLY))
+                files += 1
+                for k in range(64):
+                    os.setxattr(path, f'user.k{k}', b'v' * 65536)
+            except OSError:
+                break
+    print('FILES', files)
+""")
+
+
+FILL_MEMORY_WITH_SYSV_SHM = textwrap.dedent("""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+    libc.shmdt.argtypes = [ctypes.c_void_p]
+    made = 0
+    for key in range(64):  # 64 x 16 MiB: more than the sandbox's memory
+        shm = libc.shmget(0x5e00 + key, 16 << 20, 0o1000 | 0o600)  # IPC_CREAT
+        if shm < 0:
+            break
+        addr = libc.shmat(shm, None, 0)
+        if addr in (None, ctypes.c_void_p(-1).value):
+            break
+        ctypes.memset(addr, 1, 16 << 20)  # charged to the sandbox, and kept after detaching
+        libc.shmdt(addr)
+        made += 1
+    print('SEGMENTS', made)
+""")
+
+
+async def test_sysv_shared_memory_that_fills_the_sandbox_never_stops_its_interpreter(pool):
+    """The same class as files: SysV segments can outlive their process. They must not
+    keep the memory full (runc: ``shm_rmid_forced`` and a ``shmall`` cap; the process
+    backend: each worker's IPC namespace goes with it, a moment after it exits), and
+    what goes with them by itself is no reason to remove the agent's files."""
+    async with pool.sandbox() as sb:
+        replaced = pool.stats.replaced
+        await _run(sb, "open('keep.txt', 'w').write('mine')")
+        results = [await _run(sb, FILL_MEMORY_WITH_SYSV_SHM, timeout=30)]
+        for _ in range(3):
+            results.append(await _run(sb, "import os; os._exit(3)"))
+            results.append(after := await _run(sb, "6 * 7"))
+            if pool.kind != "runsc":
+                assert after.status == "ok" and after.value == "42", results
+        if pool.kind == "runsc":
+            assert all(r.status in ("ok", "crash", "oom") for r in results), results
+            return
+        assert pool.stats.replaced == replaced, "agent code's shared memory killed its sandbox"
+        kept = await _run(sb, "import os; os.path.exists('keep.txt')")
+        assert kept.value == "True", [r.state_lost_reason for r in results]
+
+
+async def test_files_that_fill_the_memory_are_the_agents_loss_and_never_stop_its_interpreter(pool):
+    """Round two of the kernel-memory attack (process backend, whose tmpfs takes no inode
+    cap): the files outlive the interpreter they killed, so the memory stayed full and
+    every new interpreter started at the limit. 17 of 30 cells run after a restart were
+    SIGKILLed, reported as an unexplained crash; in one full-suite run the interpreter
+    failed to start 3 times and the pool replaced the sandbox. A restart that finds the
+    memory full of what agent code left removes it and says so; files that fit stay."""
+    async with pool.sandbox() as sb:
+        replaced = pool.stats.replaced
+        await _run(sb, "open('keep.txt', 'w').write('mine')")
+        results = [await _run(sb, FILL_MEMORY_WITH_FILES, timeout=30)]
+        for _ in range(6):  # each cell ends its interpreter, so each next one is a fresh start
+            ended = await _run(sb, "import os; os._exit(3)")
+            after = await _run(sb, "6 * 7")
+            results += [ended, after]
+            if pool.kind == "runsc":  # gVisor's own memory: the agent's outcomes, nothing more
+                assert {ended.status, after.status} <= {"crash", "oom", "ok"}, (ended, after)
+                continue
+            assert ended.status == "crash" and "status 3" in (ended.error or ""), ended
+            assert after.status == "ok" and after.value == "42", after
+        kept = await _run(sb, "import os; os.path.exists('keep.txt')")
+        if pool.kind == "runsc":  # gVisor: a dead sandbox is the agent's crash (see above)
+            return
+        assert pool.stats.replaced == replaced, "agent code's files killed its sandbox"
+        reasons = [r.state_lost_reason or "" for r in results]
+        if pool.kind == "process":  # no inode cap: the files filled the memory
+            assert kept.value == "False", "the files that filled the memory are still there"
+            assert any("memory" in r and "removed" in r for r in reasons), reasons
+        else:  # tmpfs inode caps: the files fit, and the agent's state is kept
+            assert kept.value == "True", kept
+            assert not any("removed" in r for r in reasons), reasons
+
+
 _SYS_EXIT = {"x86_64": 60, "aarch64": 93}
 
 

@@ -223,3 +223,38 @@ def test_the_per_user_sandbox_directory_must_be_private(tmp_path, monkeypatch):
     os.chmod(root.parent, 0o711)  # what an older version (or another user) left behind
     with pytest.raises(SandboxConfigError, match="mode 0700"):
         sandbox_root()
+
+
+@pytest.mark.parametrize("layout", ["v1", "v2"])
+def test_memory_headroom_counts_page_cache_as_free_and_tmpfs_as_used(tmp_path, monkeypatch, layout):
+    """The supervisor removes agent files only when they leave an interpreter restart no
+    room; page cache (reclaimable) must not look full, tmpfs pages (anon lists) must."""
+    import sys
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[2] / "sandboxes" / "runtime"))
+    sys.modules.pop("supervisor", None)
+    import supervisor
+
+    mib = 1 << 20
+    if layout == "v1":
+        files = {"memory.limit_in_bytes": 512 * mib, "memory.usage_in_bytes": 500 * mib,
+                 "memory.oom_control": "oom_kill 0"}
+        stat = {"total_active_file": 100 * mib, "total_inactive_file": 20 * mib, "total_shmem": 300 * mib,
+                "active_file": 1}  # a v1 cgroup's own (not hierarchical) counts are not used
+    else:
+        files = {"memory.max": 512 * mib, "memory.current": 500 * mib, "memory.events": "oom_kill 0"}
+        stat = {"active_file": 100 * mib, "inactive_file": 20 * mib, "shmem": 300 * mib}
+    for name, value in files.items():
+        (tmp_path / name).write_text(f"{value}\n")
+    (tmp_path / "memory.stat").write_text("".join(f"{k} {v}\n" for k, v in stat.items()))
+    oom_name = "memory.oom_control" if layout == "v1" else "memory.events"
+    monkeypatch.setattr(supervisor, "OOM_FILES", [str(tmp_path / oom_name)])
+    assert supervisor._memory_headroom() == (512 - 500 + 120) * mib
+    (tmp_path / "memory.stat").write_text("")  # all of it tmpfs and slab: nothing to reclaim
+    assert supervisor._memory_headroom() == 12 * mib < supervisor.RESTART_RESERVE_BYTES
+    (tmp_path / ("memory.limit_in_bytes" if layout == "v1" else "memory.max")).write_text(
+        "9223372036854771712\n" if layout == "v1" else "max\n")
+    assert supervisor._memory_headroom() is None  # no limit: nothing is ever "full"
+    monkeypatch.setattr(supervisor, "OOM_FILES", [str(tmp_path / "missing" / oom_name)])
+    assert supervisor._memory_headroom() is None
