@@ -541,7 +541,7 @@ class Supervisor:
 
     def ensure_ready(self, seq: int) -> None:
         """Have a worker that is ready for code, forking (or starting) one if needed."""
-        failures = 0
+        failures, freed = 0, False
         while True:
             if self.worker is None or self.worker.dead:
                 self.spawn_worker(seq)
@@ -565,15 +565,16 @@ class Supervisor:
                 failures += 1
                 self.discard_worker()
                 self.kill_zygote()
-            if w.dead and not w.ready and self.free_memory_if_full():
-                failures = 0  # agent code's leftovers starved the start, not the machinery
+            if w.dead and not w.ready and not freed and self.free_memory_if_full():
+                freed, failures = True, 0  # agent code's leftovers starved the start: try afresh, once
             if failures >= 3:
                 raise RuntimeError("the worker interpreter failed to start 3 times")
 
     def free_memory_if_full(self) -> bool:
         """Before a fresh interpreter starts: if what agent code left (files, xattrs, IPC
         objects) leaves it less than :data:`RESTART_RESERVE_BYTES`, remove it, as a reset
-        would, and keep the reason for the agent. Returns whether anything was removed.
+        would, and keep the reason for the agent. Returns whether it removed anything
+        (whether or not that was enough: memory the machinery holds is not its to free).
 
         The agent's files are its state, so they go only when they fill the sandbox: an
         interpreter that cannot start is a sandbox the pool would replace, with the files
