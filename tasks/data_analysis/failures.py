@@ -12,7 +12,8 @@ templates on held-out tables.
     python -m tasks.data_analysis.failures runs/eval/F.jsonl
 
 The first call is the informative one: it is the agent's plan before any feedback.
-Later calls are judged by whether any of them ran (``fixed``).
+Later calls are judged by whether any of them ran (``fixed``), and each turn by what
+kind of call it was: unreadable later turns are a model that cannot recover.
 """
 
 from __future__ import annotations
@@ -105,6 +106,10 @@ class FailureReport:
     held_out: Counter = field(default_factory=Counter)
     seen: Counter = field(default_factory=Counter)
     fixed: Counter = field(default_factory=Counter)
+    turns: Counter = field(default_factory=Counter)
+    """``(turn, kind)``: what each turn's call was, ``python``, ``answer`` or
+    ``unreadable`` (turns counted from 1). A model that cannot recover writes unreadable
+    later turns: its share of turn 2 and 3 says whether the extra turns are of any use."""
 
 
 def failure_report(records: Iterable[dict[str, Any]], split: str) -> FailureReport:
@@ -122,6 +127,9 @@ def failure_report(records: Iterable[dict[str, Any]], split: str) -> FailureRepo
         (report.held_out if template in held else report.seen)[outcome] += 1
         if _fixed(record):
             report.fixed[outcome] += 1
+        for turn, message in enumerate(_tool_messages(record), start=1):
+            name = message.get("name")
+            report.turns[turn, name if name in ("python", "answer") else "unreadable"] += 1
     return report
 
 
@@ -139,6 +147,13 @@ def render_markdown(report: FailureReport) -> str:
         if report.all[outcome]:
             lines.append(f"| {outcome} | {cell(report.all, outcome)} | {cell(report.held_out, outcome)} | "
                          f"{cell(report.seen, outcome)} | {report.fixed[outcome]} |")
+    last = max((turn for turn, _ in report.turns), default=0)
+    if last:
+        lines += ["", "| turn | calls | python | answer | unreadable |", "|---|---|---|---|---|"]
+        for turn in range(1, last + 1):
+            kinds = Counter({kind: n for (t, kind), n in report.turns.items() if t == turn})
+            lines.append(f"| {turn} | {sum(kinds.values())} | {cell(kinds, 'python')} | "
+                         f"{cell(kinds, 'answer')} | {cell(kinds, 'unreadable')} |")
     return "\n".join(lines)
 
 

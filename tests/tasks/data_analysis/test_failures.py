@@ -117,6 +117,15 @@ def test_the_command_prints_a_table_of_a_run_file(tmp_path, capsys):
     assert re.search(r"\| wrong file name \| 2 \(100%\) \|", printed)
 
 
+def test_each_turn_is_counted_by_the_kind_of_call_it_made():
+    records = _records(FIRST_CALLS["unreadable call"], then="oracle")  # unreadable, python, answer
+    report = failure_report(records, "train")
+    assert report.turns == {(1, "unreadable"): 2, (2, "python"): 2, (3, "answer"): 2}
+    table = render_markdown(report)
+    assert "| 1 | 2 | 0 (0%) | 0 (0%) | 2 (100%) |" in table
+    assert "| 3 | 2 | 0 (0%) | 2 (100%) | 0 (0%) |" in table
+
+
 def test_every_outcome_has_a_row_in_the_rendering_order():
     report = failure_report([], "test")
     for k, outcome in enumerate(FIRST_CALL_OUTCOMES):
