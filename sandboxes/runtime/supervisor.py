@@ -847,8 +847,8 @@ class Supervisor:
             return {"status": "oom", "error": "killed by the out-of-memory killer"}
         headroom = _memory_headroom()
         if code == -signal.SIGKILL and headroom is not None and headroom < RESTART_RESERVE_BYTES:
-            # At the limit the kernel kills without always counting an OOM kill (a task
-            # that is already the chosen victim, or one dying while it is charged).
+            # Whoever sent it, a SIGKILL in a sandbox with no memory left is best told as
+            # the memory's: an unexplained crash would not say what to change.
             return {"status": "oom", "error": "killed: the sandbox's memory is full "
                     f"({_mib(headroom)} MiB left after your processes were gone)"}
         if interrupted and code == -signal.SIGINT:
