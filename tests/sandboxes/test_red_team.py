@@ -693,11 +693,11 @@ async def test_sysv_shared_memory_that_fills_the_sandbox_never_stops_its_interpr
 
 async def test_files_that_fill_the_memory_are_the_agents_loss_and_never_stop_its_interpreter(pool):
     """Round two of the kernel-memory attack (process backend, whose tmpfs takes no inode
-    cap): the files outlive the interpreter they killed, so the memory stayed full and
-    every new interpreter started at the limit. 17 of 30 cells run after a restart were
-    SIGKILLed, reported as an unexplained crash; in one full-suite run the interpreter
-    failed to start 3 times and the pool replaced the sandbox. A restart that finds the
-    memory full of what agent code left removes it and says so; files that fit stay."""
+    cap): the files outlive the interpreter they killed, so the memory stayed full (536.8
+    of 536.9 MB, no page cache) and every new interpreter started at the limit; in one
+    full-suite run the interpreter failed to start 3 times and the pool replaced the
+    sandbox. A restart that finds the memory full of what agent code left removes it and
+    says so; files that fit stay."""
     async with pool.sandbox() as sb:
         replaced = pool.stats.replaced
         await _run(sb, "open('keep.txt', 'w').write('mine')")
