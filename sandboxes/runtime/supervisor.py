@@ -527,6 +527,7 @@ class Supervisor:
         self.zygote_died()
 
     def spawn_worker(self, seq: int) -> None:
+        self.free_memory_if_full()  # every new interpreter starts here
         for attempt in range(50):  # a fork bomb's zombies may hold the pids for a moment
             if self.zygote is None:
                 self.start_zygote(seq)
@@ -541,7 +542,7 @@ class Supervisor:
 
     def ensure_ready(self, seq: int) -> None:
         """Have a worker that is ready for code, forking (or starting) one if needed."""
-        failures, freed = 0, False
+        failures = 0
         while True:
             if self.worker is None or self.worker.dead:
                 self.spawn_worker(seq)
@@ -565,16 +566,16 @@ class Supervisor:
                 failures += 1
                 self.discard_worker()
                 self.kill_zygote()
-            if w.dead and not w.ready and not freed and self.free_memory_if_full():
-                freed, failures = True, 0  # agent code's leftovers starved the start: try afresh, once
             if failures >= 3:
                 raise RuntimeError("the worker interpreter failed to start 3 times")
 
     def free_memory_if_full(self) -> bool:
         """Before a fresh interpreter starts: if what agent code left (files, xattrs, IPC
         objects) leaves it less than :data:`RESTART_RESERVE_BYTES`, remove it, as a reset
-        would, and keep the reason for the agent. Returns whether it removed anything
-        (whether or not that was enough: memory the machinery holds is not its to free).
+        would, and keep the reason for the agent. Returns whether it removed anything.
+        Called wherever an interpreter starts (:meth:`spawn_worker`), so a start that
+        failed for want of memory finds it freed on the next try, and one the machinery
+        itself starved still fails after 3 tries.
 
         The agent's files are its state, so they go only when they fill the sandbox: an
         interpreter that cannot start is a sandbox the pool would replace, with the files
@@ -588,9 +589,7 @@ class Supervisor:
             return False
         self.kill_processes()
         with self.user:
-            for root in self.scrub_dirs:
-                _remove_tree_contents(root)
-            _remove_ipc_objects()
+            self.remove_agent_files()
         after = _memory_headroom()
         freed = f"{_mib(after - headroom)} MiB" if after is not None else "its memory"
         self.memory_freed = (
@@ -598,6 +597,13 @@ class Supervisor:
             f"your files in {', '.join(self.scrub_dirs)} and any IPC objects were removed ({freed} freed)")
         sys.stderr.write(f"supervisor: {self.memory_freed}\n")
         return True
+
+    def remove_agent_files(self) -> None:
+        """Empty every place agent code can write and remove its IPC objects (as the
+        sandbox user: a planted symlink leads nowhere the agent could not go itself)."""
+        for root in self.scrub_dirs:
+            _remove_tree_contents(root)
+        _remove_ipc_objects()
 
     def discard_worker(self) -> None:
         w = self.worker
@@ -726,7 +732,6 @@ class Supervisor:
                 lost_reason = "your code was killed at its deadline"
             else:
                 lost_reason = f"your code ended the interpreter ({outcome.get('error') or outcome['status']})"
-            self.free_memory_if_full()
             self.spawn_worker(seq)  # a fresh fork, ready by the time the host asks again
         if self.memory_freed is not None:
             lost_reason = "; ".join(r for r in (lost_reason, self.memory_freed) if r)
@@ -768,7 +773,6 @@ class Supervisor:
             if w is not None and not w.dead and w.pid in self.exit_codes:
                 exit_status = self.reap_worker(killed=True)
                 lost = f"your interpreter exited between calls (exit status {exit_status})"
-                self.free_memory_if_full()
             elif w is not None and not w.dead and w.ready and _control_pipe_dirty(w):
                 # One result per cell: anything more is agent code writing frames, and the
                 # worker's own result may still be in the pipe, where it would pass for the
@@ -872,15 +876,14 @@ class Supervisor:
             time.sleep(0.01)
             self.kill_processes()
         with self.user:
+            self.remove_agent_files()
             for root in self.scrub_dirs:
-                _remove_tree_contents(root)
                 mode = self.root_modes.get(root)
                 if mode is not None:
                     try:
                         os.chmod(root, mode)
                     except OSError:
                         pass
-            _remove_ipc_objects()
             leftovers = self.leftovers()
         if leftovers:
             return {"seq": req["seq"], "ok": False, "error": "reset incomplete: " + "; ".join(leftovers)[:2000]}, b""
