@@ -69,7 +69,8 @@ def train_command(config: str, overrides: list[str]) -> int:
     finally:
         trainer.close()
     console.print({k: round(v, 4) for k, v in summary.items()})
-    console.print(f"metrics: {cfg.log.run_dir}/metrics.jsonl; curves: agentgym plot {cfg.log.run_dir}")
+    console.print(f"metrics: {cfg.log.run_dir}/metrics.jsonl; curves: agentgym plot {cfg.log.run_dir}; "
+                  f"the trained policy: {cfg.log.run_dir}/model (agentgym eval run ... --model {cfg.log.run_dir}/model)")
     return 0
 
 

@@ -525,11 +525,24 @@ class Trainer:
         summary["run/rl_seconds"] = time.perf_counter() - started  # what a run costs (with its evaluations)
         summary["run/rl_rollout_tokens"] = rollout_tokens
         self.save()
+        self.save_model(self.run_dir / "model")
         return summary
 
     def save(self) -> Path:
         return save_checkpoint(self.run_dir / "checkpoint", model=self.model, optimizer=self.optimizer, ewma=self.ewma,
                                step=self.step, info=self.info)
+
+    def save_model(self, path: Path) -> Path:
+        """The trained policy as a Hugging Face model directory (weights, config, tokenizer).
+
+        Why: a checkpoint is for resuming; evaluating the policy RL made (``agentgym eval
+        run --model RUN/model``, vLLM, transformers) needs a directory they load by path,
+        like the SFT start's ``sft_model/``. Collective under FSDP2: call on every rank."""
+        state = full_state_dict(self.model, self.info)
+        if self.info.is_main:
+            unwrap_model(self.model).save_pretrained(path, state_dict={k: v.detach().cpu() for k, v in state.items()})
+            self.tokenizer.save_pretrained(path)
+        return path
 
     def _log(self, step: int, metrics: dict[str, float]) -> None:
         if self.logger is not None:

@@ -38,6 +38,7 @@ FIRST_CALL_OUTCOMES: tuple[str, ...] = (
     "ran, no answer",
     "wrong file name",
     "wrong column or key",
+    "mismatched bracket",
     "syntax error",
     "other exception",
     "timeout, memory or crash",
@@ -48,9 +49,14 @@ FIRST_CALL_OUTCOMES: tuple[str, ...] = (
 """The outcomes, in the order a report lists them.
 
 ``solved`` is the episode's own success, whatever its first call did. The others
-describe failed episodes by their first tool call."""
+describe failed episodes by their first tool call. ``mismatched bracket`` is a
+``SyntaxError`` whose closing bracket is not the opener's kind (``df['yield').sum()``):
+the tiny model's copy running on past a name into what followed a quote elsewhere
+(``read_csv('x.csv')``), most of its syntax errors on held-out tables."""
 
 _EXCEPTION = re.compile(r"your code raised an exception: (\w+)")
+_MISMATCHED = re.compile(r"your code raised an exception: SyntaxError: closing parenthesis .{3} does not match "
+                         r"opening parenthesis")
 _SANDBOX_FAILURES = ("ran past its time limit", "ran out of memory", "interpreter crashed")
 _BY_EXCEPTION = {"FileNotFoundError": "wrong file name", "KeyError": "wrong column or key",
                  "SyntaxError": "syntax error", "IndentationError": "syntax error"}
@@ -80,6 +86,8 @@ def first_call_outcome(record: dict[str, Any]) -> str:
         return "unreadable call"
     if any(s in text for s in _SANDBOX_FAILURES):
         return "timeout, memory or crash"
+    if _MISMATCHED.match(text):
+        return "mismatched bracket"
     raised = _EXCEPTION.match(text)
     if raised:
         return _BY_EXCEPTION.get(raised.group(1), "other exception")

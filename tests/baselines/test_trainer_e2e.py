@@ -50,6 +50,11 @@ def test_train_checkpoint_and_resume(tmp_path, trained_model_dir, caplog):
             assert r[key] is not None and math.isfinite(r[key]), key
         assert r["train/optimizer_steps"] + r["train/skipped_steps"] == 2  # 2 minibatches
     assert trainer.ewma.num_updates == updates
+    # The trained policy is saved as a model directory too, for agentgym eval run --model RUN/model.
+    final = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "model")
+    assert all(torch.equal(a, b) for a, b in zip(final.state_dict().values(), trainer.model.state_dict().values()))
+    assert any(not torch.equal(a, b) for a, b in zip(final.state_dict().values(), saved.state_dict().values()))
+    assert (tmp_path / "run" / "model" / "tokenizer.json").exists()
     ewma_state = {k: v.clone() for k, v in trainer.ewma.module.state_dict().items()}
 
     resumed = Trainer(_config(tmp_path, trained_model_dir, steps=3, resume=True))

@@ -39,6 +39,8 @@ FirstCall = Callable[[Any], str]
 FIRST_CALLS: dict[str, FirstCall] = {
     "wrong file name": lambda env: _python(_oracle_code(env).replace(_file(env), "no_such_table.csv")),
     "wrong column or key": lambda env: _python(f"import pandas as pd\nprint(pd.read_csv('{_file(env)}')['no_such_column'])"),
+    # the tiny model's commonest syntax error: a copy that runs past the name (df['yield').sum())
+    "mismatched bracket": lambda env: _python(f"import pandas as pd\ndf = pd.read_csv('{_file(env)}')\nprint(df['x').sum())"),
     "syntax error": lambda env: _python("import pandas as pd\ndf = pd.read_csv("),
     "other exception": lambda env: _python("1 / 0"),
     "timeout, memory or crash": lambda env: _python("while True:\n    pass"),
