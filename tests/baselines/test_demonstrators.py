@@ -448,3 +448,52 @@ def test_mistakes_apply_to_python_calls_only():
     assert code.replace("sea_weather", "seaweather") in wrong  # the underscore dropped, as the model does
     assert any(w.endswith(("(", "[")) and w != code for w in wrong)  # cut after a bracket past read_csv
     assert all(len(w) >= len("import pandas as pd\ndf = pd.read_csv('sea_weather.csv')") - 1 for w in wrong)
+
+
+# ------------------------------------------------------------ names first
+def test_names_first_code_names_each_string_once_on_its_own_line_and_still_solves():
+    """``names_first``: the oracle's code with every quoted file, column and value bound to
+    a variable on its own line first, so every copied name ends in the same ``'`` and
+    newline (the tiny model closed ``df['yield`` with the ``')`` of ``read_csv``). The
+    program must stay the oracle's: each rewritten episode still succeeds."""
+    from baselines.demonstrators import names_first
+    from baselines.sft import _play as play_episode
+
+    env = _da_env(invent_names=0.0)
+    rewritten = 0
+    try:
+        for seed in range(24):
+            env.reset(seed=seed)
+            right = env.unwrapped.task.question.oracle_code()
+            messages, _, _, _, success, failed = play_episode(env, names_first, seed)
+            calls = [c for m in messages if m["role"] == "assistant" for c in _calls(m["content"])]
+            assert success and not failed and [c["name"] for c in calls] == ["python", "answer"]
+            code = calls[0]["arguments"]["code"]
+            literals = set(re.findall(r"'[^'\n]*'", right))
+            if code == right:
+                continue
+            rewritten += 1
+            lines = code.split("\n")
+            bound = [i for i, line in enumerate(lines) if re.fullmatch(r"(file|column|value)\d* = '[^'\n]*'", line)]
+            assert bound == list(range(bound[0], bound[0] + len(bound))), code  # one block,
+            assert all(line.startswith("import ") for line in lines[:bound[0]]), code  # after the imports
+            values = [lines[i].split(" = ", 1)[1] for i in bound]
+            assert sorted(values) == sorted(literals), code  # each string once
+            rest = "\n".join(lines[bound[-1] + 1:])
+            assert "'" not in rest, code  # and nowhere else
+    finally:
+        env.close()
+    assert rewritten >= 20
+
+
+def test_mistakes_find_the_file_name_in_names_first_code():
+    """The recovery demonstrations' file-name mistake applies to a bound ``file``, too."""
+    import random
+
+    from baselines.demonstrators import _call, bind_names_first, mistaken_call
+
+    code = bind_names_first("import pandas as pd\ndf = pd.read_csv('pen_guins.csv')\nresult = float(df['x'].sum())\n")
+    wrong = [json.loads(mistaken_call(_call("python", code=code), random.Random(s))[len("<tool_call>"):-len("</tool_call>")])
+             ["arguments"]["code"] for s in range(12)]
+    assert any("file = 'penguins.csv'" in w and w.endswith("sum())\n") for w in wrong)  # the name, whole code
+    assert any("file = 'pen_guins.csv'" in w and not w.endswith("\n") for w in wrong)  # the code cut off
