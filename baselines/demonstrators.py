@@ -143,13 +143,19 @@ def bind_names_first(code: str) -> str:
 def names_first(env: Any) -> str:
     """The env's oracle, its code's names bound first (:func:`bind_names_first`)."""
     action = oracle(env)
+    code = python_code(action)
+    return action if code is None else _call("python", code=bind_names_first(code))
+
+
+def python_code(action: str) -> str | None:
+    """The code of ``action`` when it is exactly one ``python`` tool call, else None."""
     match = _CALL.fullmatch(action.strip())
     try:
         call = json.loads(match.group(1)) if match else None
     except json.JSONDecodeError:
-        return action
+        return None
     code = call.get("arguments", {}).get("code") if isinstance(call, dict) and call.get("name") == "python" else None
-    return _call("python", code=bind_names_first(code)) if isinstance(code, str) else action
+    return code if isinstance(code, str) else None
 
 
 DEMONSTRATORS: dict[str, Demonstrator] = {"oracle": oracle, "search_reader": search_reader, "names_first": names_first}
@@ -178,13 +184,8 @@ def mistaken_call(action: str, rng: Any) -> str | None:
     opening bracket, which Python rejects before running anything. Both always fail, so
     the episode's next call is the demonstrator's right one.
     """
-    match = _CALL.fullmatch(action.strip())
-    try:
-        call = json.loads(match.group(1)) if match else None
-    except json.JSONDecodeError:
-        return None
-    code = call.get("arguments", {}).get("code") if isinstance(call, dict) and call.get("name") == "python" else None
-    if not isinstance(code, str):
+    code = python_code(action)
+    if code is None:
         return None
     files = list(_READ_CSV.finditer(code))
     cuts = [i + 1 for i, ch in enumerate(code) if ch in "([" and i > (files[-1].end() if files else 0)]
