@@ -115,11 +115,11 @@ def bind_names_first(code: str) -> str:
     model had to pick the closer matching an opener a name's length back, and most of
     its syntax errors were the wrong one (``df['yield').sum()``, docs/training.md).
     Bound first, every name ends in the same ``'`` and newline. The program is the
-    same; code it cannot rewrite safely (double quotes, prefixed or escaped strings,
+    same; code it cannot rewrite safely (double quotes, a backslash, prefixed strings,
     a role's name already in use) is returned unchanged.
     """
     literals = list(_LITERAL.finditer(code))
-    if not literals or '"' in code or any(m.start() and (code[m.start() - 1].isalnum() or code[m.start() - 1] == "_")
+    if not literals or '"' in code or "\\" in code or any(m.start() and (code[m.start() - 1].isalnum() or code[m.start() - 1] == "_")
                                           for m in literals):
         return code
     names: dict[str, str] = {}
