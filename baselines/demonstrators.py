@@ -115,12 +115,13 @@ def bind_names_first(code: str) -> str:
     model had to pick the closer matching an opener a name's length back, and most of
     its syntax errors were the wrong one (``df['yield').sum()``, docs/training.md).
     Bound first, every name ends in the same ``'`` and newline. The program is the
-    same; code it cannot rewrite safely (double quotes, a backslash, prefixed strings,
-    a role's name already in use) is returned unchanged.
+    same; code it cannot rewrite safely (double quotes, a backslash, a comment that may
+    hold an apostrophe, prefixed strings, a role's name already in use) is returned
+    unchanged.
     """
     literals = list(_LITERAL.finditer(code))
-    if not literals or '"' in code or "\\" in code or any(m.start() and (code[m.start() - 1].isalnum() or code[m.start() - 1] == "_")
-                                          for m in literals):
+    prefixed = any(m.start() and (code[m.start() - 1].isalnum() or code[m.start() - 1] == "_") for m in literals)
+    if not literals or prefixed or any(c in code for c in ('"', "\\", "#")):
         return code
     names: dict[str, str] = {}
     counts: dict[str, int] = {}
