@@ -101,7 +101,7 @@ def _as_tokenised(text: str, at: int, length: int) -> str:
 
 
 _LITERAL = re.compile(r"'([^'\\\n]*)'")
-_ROLES = (("file", re.compile(r"read_csv\($")), ("column", re.compile(r"\[$")))
+_ROLES = (("file", "read_csv("), ("column", "["))  # what comes just before a name of that role
 
 
 def bind_names_first(code: str) -> str:
@@ -128,7 +128,7 @@ def bind_names_first(code: str) -> str:
     for m in literals:
         if m.group(0) in names:
             continue
-        role = next((r for r, before in _ROLES if before.search(code[:m.start()])), "value")
+        role = next((r for r, before in _ROLES if code.endswith(before, 0, m.start())), "value")
         counts[role] = counts.get(role, 0) + 1
         names[m.group(0)] = role if counts[role] == 1 else f"{role}{counts[role]}"
     outside = _LITERAL.sub("''", code)

@@ -490,10 +490,9 @@ def test_mistakes_find_the_file_name_in_names_first_code():
     """The recovery demonstrations' file-name mistake applies to a bound ``file``, too."""
     import random
 
-    from baselines.demonstrators import _call, bind_names_first, mistaken_call
+    from baselines.demonstrators import _call, bind_names_first, mistaken_call, python_code
 
     code = bind_names_first("import pandas as pd\ndf = pd.read_csv('pen_guins.csv')\nresult = float(df['x'].sum())\n")
-    wrong = [json.loads(mistaken_call(_call("python", code=code), random.Random(s))[len("<tool_call>"):-len("</tool_call>")])
-             ["arguments"]["code"] for s in range(12)]
+    wrong = [python_code(mistaken_call(_call("python", code=code), random.Random(s))) for s in range(12)]
     assert any("file = 'penguins.csv'" in w and w.endswith("sum())\n") for w in wrong)  # the name, whole code
     assert any("file = 'pen_guins.csv'" in w and not w.endswith("\n") for w in wrong)  # the code cut off
