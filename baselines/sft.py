@@ -18,7 +18,8 @@ from baselines.chat_tokens import ChatTokenizer
 from baselines.logprobs import first_generated_position, sequence_logprobs
 from baselines.trajectory import Trajectory, collate
 
-__all__ = ["EarlyStop", "copy_warmup", "minibatch_rows", "oracle_trajectories", "sft_train", "warmup_vocabulary"]
+__all__ = ["EarlyStop", "check_turns_fit", "copy_warmup", "longest_turn", "minibatch_rows", "oracle_trajectories", "sft_train",
+           "warmup_vocabulary"]
 
 
 class EarlyStop:
@@ -108,6 +109,37 @@ def oracle_trajectories(env: Any, chat: ChatTokenizer, seeds: Sequence[int],
         for messages, tools, task_id, reward, success in swap(played, slots, extra, seed, invent=invent, pieces=pieces, spelled=spelled):
             out.append(_tokenise(chat, messages, tools, group_id=len(out), task_id=task_id, reward=reward, success=success))
     return out
+
+
+def longest_turn(trajectory: Trajectory) -> int:
+    """Tokens in ``trajectory``'s longest generated run: an assistant turn with its end
+    of turn (a masked mistake is not generated, so it does not count)."""
+    longest = run = 0
+    for generated in trajectory.loss_mask:
+        run = run + 1 if generated else 0
+        longest = max(longest, run)
+    return longest
+
+
+def check_turns_fit(trajectories: Sequence[Trajectory], max_new_tokens: int) -> int:
+    """The longest demonstrated turn; a :class:`~baselines.errors.ConfigError` when it is
+    longer than ``max_new_tokens``.
+
+    A turn longer than the rollout's limit is taught by SFT and cut by every rollout: the
+    policy can never finish it, so its task is failed before RL starts, and RL sees no
+    success to learn from. (Measured: DataAnalysis's ``names_first`` programs reach 193
+    tokens; at 160 every ``argext`` first call was cut, 32 of 32 sampled.)
+    """
+    from baselines.errors import ConfigError
+
+    lengths = [longest_turn(t) for t in trajectories]
+    longest = max(lengths, default=0)
+    if longest > max_new_tokens:
+        over = sum(n > max_new_tokens for n in lengths)
+        raise ConfigError(f"{over} of {len(lengths)} demonstrations have an assistant turn longer than "
+                          f"rollout.max_new_tokens={max_new_tokens} (the longest is {longest} tokens with its end of "
+                          f"turn): generation would cut every such turn. Set rollout.max_new_tokens to at least {longest}.")
+    return longest
 
 
 def _play(env: Any, policy: Callable[[Any], str] | None,

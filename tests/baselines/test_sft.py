@@ -274,3 +274,30 @@ def test_sft_with_length_groups_trains_and_rejects_zero_groups():
     assert len(losses) == 40 and sum(losses[-5:]) / 5 < losses[0]
     with pytest.raises(ValueError, match="length_groups"):
         sft_train(_model(), _trajs(), steps=1, batch_size=2, lr=1e-2, pad_token_id=0, length_groups=0)
+
+
+def test_longest_turn_counts_generated_runs_and_skips_masked_mistakes():
+    from baselines.sft import longest_turn
+
+    t = Trajectory([], [], [], 2, 0, "0")
+    t.append([1, 2], generated=False)
+    t.append([3, 4, 5], generated=True)  # a turn with its end of turn
+    t.append([6], generated=False)  # an observation
+    t.append([7] * 6, generated=False)  # a recovery demo's mistaken call: context, never generated
+    t.append([8], generated=False)
+    t.append([9, 9, 9, 9], generated=True)
+    assert longest_turn(t) == 4
+
+
+def test_check_turns_fit_names_the_limit_a_demonstration_needs():
+    import pytest
+
+    from baselines.errors import ConfigError
+    from baselines.sft import check_turns_fit
+
+    trajs = _trajs()
+    trajs[2].append([9] * 4, generated=False)
+    trajs[2].append([9] * 5, generated=True)
+    assert check_turns_fit(trajs, 5) == 5
+    with pytest.raises(ConfigError, match=r"1 of 4 demonstrations .* rollout.max_new_tokens=4 .* at least 5"):
+        check_turns_fit(trajs, 4)

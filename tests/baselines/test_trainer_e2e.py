@@ -111,6 +111,20 @@ def test_bf16_compute_keeps_fp32_master_weights_that_take_small_steps(tmp_path, 
     trainer.close()
 
 
+def test_sft_refuses_demonstrations_longer_than_a_rollout_turn(tmp_path, trained_model_dir):
+    """A demonstrated turn the rollout would cut is a config error, raised before any SFT
+    step (DataAnalysis's names_first programs were cut at 160 tokens: one template never solved)."""
+    from baselines.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"rollout.max_new_tokens=4 .* at least \d+"):
+        Trainer(_config(tmp_path, trained_model_dir, steps=1, extra=["rollout.max_new_tokens=4"]))
+    assert not (tmp_path / "run" / "sft_model").exists()
+    trainer = Trainer(_config(tmp_path / "fits", trained_model_dir, steps=1, extra=["sft.steps=1", "eval_sampled=false"]))
+    longest = trainer.sft_metrics["sft/longest_turn_tokens"]
+    trainer.close()
+    assert 4 < longest <= 40
+
+
 @pytest.mark.parametrize("source", ["demonstrations", "tokenizer"])
 def test_sft_copy_warmup_runs_before_imitation(tmp_path, trained_model_dir, caplog, source):
     with caplog.at_level("INFO", logger="baselines.trainer"):
