@@ -18,8 +18,8 @@ from baselines.chat_tokens import ChatTokenizer
 from baselines.logprobs import first_generated_position, sequence_logprobs
 from baselines.trajectory import Trajectory, collate
 
-__all__ = ["EarlyStop", "check_turns_fit", "copy_warmup", "longest_turn", "minibatch_rows", "oracle_trajectories", "sft_train",
-           "warmup_vocabulary"]
+__all__ = ["EarlyStop", "check_demonstrations_fit", "copy_warmup", "longest_turn", "minibatch_rows", "oracle_trajectories",
+           "sft_train", "turn_spans", "warmup_vocabulary"]
 
 
 class EarlyStop:
@@ -111,35 +111,50 @@ def oracle_trajectories(env: Any, chat: ChatTokenizer, seeds: Sequence[int],
     return out
 
 
+def turn_spans(trajectory: Trajectory) -> list[tuple[int, int]]:
+    """``(start, length)`` of each generated run in ``trajectory``: an assistant turn with
+    its end of turn (a masked mistake is not generated, so it is not a turn here)."""
+    spans: list[tuple[int, int]] = []
+    for i, generated in enumerate(trajectory.loss_mask):
+        if generated and (i == 0 or not trajectory.loss_mask[i - 1]):
+            spans.append((i, 0))
+        if generated:
+            spans[-1] = (spans[-1][0], spans[-1][1] + 1)
+    return spans
+
+
 def longest_turn(trajectory: Trajectory) -> int:
-    """Tokens in ``trajectory``'s longest generated run: an assistant turn with its end
-    of turn (a masked mistake is not generated, so it does not count)."""
-    longest = run = 0
-    for generated in trajectory.loss_mask:
-        run = run + 1 if generated else 0
-        longest = max(longest, run)
-    return longest
+    """Tokens in ``trajectory``'s longest generated turn."""
+    return max((n for _, n in turn_spans(trajectory)), default=0)
 
 
-def check_turns_fit(trajectories: Sequence[Trajectory], max_new_tokens: int) -> int:
-    """The longest demonstrated turn; a :class:`~baselines.errors.ConfigError` when it is
-    longer than ``max_new_tokens``.
+def check_demonstrations_fit(trajectories: Sequence[Trajectory], max_new_tokens: int, max_seq_len: int) -> tuple[int, int]:
+    """``(longest turn, latest turn start)`` over the demonstrations; a
+    :class:`~baselines.errors.ConfigError` when a rollout could not reproduce one.
 
-    A turn longer than the rollout's limit is taught by SFT and cut by every rollout: the
-    policy can never finish it, so its task is failed before RL starts, and RL sees no
-    success to learn from. (Measured: DataAnalysis's ``names_first`` programs reach 193
+    A rollout cuts a turn at ``max_new_tokens`` and starts a turn only where
+    ``max_new_tokens`` more still fit in ``max_seq_len``
+    (:func:`baselines.agent_loop.record_step`). A demonstration beyond either limit is
+    taught by SFT and cut by every rollout: its task is failed before RL starts, and RL
+    never sees that success. (Measured: DataAnalysis's ``names_first`` programs reach 193
     tokens; at 160 every ``argext`` first call was cut, 32 of 32 sampled.)
     """
     from baselines.errors import ConfigError
 
-    lengths = [longest_turn(t) for t in trajectories]
-    longest = max(lengths, default=0)
+    spans = [turn_spans(t) for t in trajectories]
+    longest = max((n for s in spans for _, n in s), default=0)
+    latest = max((start for s in spans for start, _ in s), default=0)
     if longest > max_new_tokens:
-        over = sum(n > max_new_tokens for n in lengths)
-        raise ConfigError(f"{over} of {len(lengths)} demonstrations have an assistant turn longer than "
+        over = sum(any(n > max_new_tokens for _, n in s) for s in spans)
+        raise ConfigError(f"{over} of {len(spans)} demonstrations have an assistant turn longer than "
                           f"rollout.max_new_tokens={max_new_tokens} (the longest is {longest} tokens with its end of "
                           f"turn): generation would cut every such turn. Set rollout.max_new_tokens to at least {longest}.")
-    return longest
+    if latest + max_new_tokens > max_seq_len:
+        over = sum(any(start + max_new_tokens > max_seq_len for start, _ in s) for s in spans)
+        raise ConfigError(f"{over} of {len(spans)} demonstrations start a turn at token {latest} or earlier past what "
+                          f"rollout.max_seq_len={max_seq_len} leaves for a {max_new_tokens}-token turn: a rollout would end "
+                          f"such an episode there. Set rollout.max_seq_len to at least {latest + max_new_tokens}.")
+    return longest, latest
 
 
 def _play(env: Any, policy: Callable[[Any], str] | None,

@@ -261,7 +261,7 @@ class Trainer:
 
     def _warm_start(self, policy: torch.nn.Module, gym: Any) -> None:
         from baselines.demonstrators import demonstrator, recovering
-        from baselines.sft import EarlyStop, check_turns_fit, copy_warmup, oracle_trajectories, sft_train, warmup_vocabulary
+        from baselines.sft import EarlyStop, check_demonstrations_fit, copy_warmup, oracle_trajectories, sft_train, warmup_vocabulary
 
         if self.info.strategy == "fsdp2":
             raise ConfigError("sft.episodes > 0 is not supported with dist.strategy=fsdp2; run SFT in one process first.")
@@ -272,7 +272,8 @@ class Trainer:
                                     counterfactual=self.config.sft.counterfactual, seed=self.config.seed,
                                     invent=self.config.sft.invent, pieces=self._name_pieces(), spelled=self.config.sft.invent_spelled)
         env.close()
-        longest_turn = check_turns_fit(trajs, self.config.rollout.max_new_tokens)
+        longest_turn, latest_turn = check_demonstrations_fit(trajs, self.config.rollout.max_new_tokens,
+                                                             self.config.rollout.max_seq_len)
         sft = self.config.sft
         stop = EarlyStop(sft.stop_success, sft.stop_patience)
 
@@ -325,7 +326,8 @@ class Trainer:
                             "sft/oracle_success": float(np.mean([t.success for t in trajs])), "sft/seconds": time.perf_counter() - t0,
                             "sft/episodes": float(len(trajs)),
                             "sft/tokens": float(len(losses) * sft.batch_size * np.mean([len(t.token_ids) for t in trajs])),
-                            "sft/longest_turn_tokens": float(longest_turn), **warm_metrics}
+                            "sft/longest_turn_tokens": float(longest_turn),
+                            "sft/latest_turn_start": float(latest_turn), **warm_metrics}
         if stop.checks:
             self.sft_metrics["sft/check_sampled_success"] = stop.checks[-1][1]
             self.sft_metrics["sft/best_check_success"] = stop.best[1]

@@ -276,8 +276,8 @@ def test_sft_with_length_groups_trains_and_rejects_zero_groups():
         sft_train(_model(), _trajs(), steps=1, batch_size=2, lr=1e-2, pad_token_id=0, length_groups=0)
 
 
-def test_longest_turn_counts_generated_runs_and_skips_masked_mistakes():
-    from baselines.sft import longest_turn
+def test_turn_spans_are_the_generated_runs_and_skip_masked_mistakes():
+    from baselines.sft import longest_turn, turn_spans
 
     t = Trajectory([], [], [], 2, 0, "0")
     t.append([1, 2], generated=False)
@@ -286,18 +286,22 @@ def test_longest_turn_counts_generated_runs_and_skips_masked_mistakes():
     t.append([7] * 6, generated=False)  # a recovery demo's mistaken call: context, never generated
     t.append([8], generated=False)
     t.append([9, 9, 9, 9], generated=True)
+    assert turn_spans(t) == [(2, 3), (13, 4)]
     assert longest_turn(t) == 4
 
 
-def test_check_turns_fit_names_the_limit_a_demonstration_needs():
+def test_check_demonstrations_fit_names_the_limits_a_demonstration_needs():
     import pytest
 
     from baselines.errors import ConfigError
-    from baselines.sft import check_turns_fit
+    from baselines.sft import check_demonstrations_fit
 
-    trajs = _trajs()
+    trajs = _trajs()  # turns start at token 3
     trajs[2].append([9] * 4, generated=False)
-    trajs[2].append([9] * 5, generated=True)
-    assert check_turns_fit(trajs, 5) == 5
+    trajs[2].append([9] * 5, generated=True)  # starts at token 10
+    assert check_demonstrations_fit(trajs, 5, 15) == (5, 10)
     with pytest.raises(ConfigError, match=r"1 of 4 demonstrations .* rollout.max_new_tokens=4 .* at least 5"):
-        check_turns_fit(trajs, 4)
+        check_demonstrations_fit(trajs, 4, 100)
+    # the rollout starts a turn only where max_new_tokens more fit (agent_loop.record_step)
+    with pytest.raises(ConfigError, match=r"1 of 4 demonstrations .* rollout.max_seq_len=14 .* at least 15"):
+        check_demonstrations_fit(trajs, 5, 14)

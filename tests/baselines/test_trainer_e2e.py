@@ -122,7 +122,7 @@ def test_sft_refuses_demonstrations_longer_than_a_rollout_turn(tmp_path, trained
     trainer = Trainer(_config(tmp_path / "fits", trained_model_dir, steps=1, extra=["sft.steps=1", "eval_sampled=false"]))
     longest = trainer.sft_metrics["sft/longest_turn_tokens"]
     trainer.close()
-    assert 4 < longest <= 40
+    assert 4 < longest <= 40 and trainer.sft_metrics["sft/latest_turn_start"] > 0
 
 
 @pytest.mark.parametrize("source", ["demonstrations", "tokenizer"])
