@@ -25,7 +25,7 @@ def test_agentgym_train_trains_on_the_readme_family(tmp_path, tiny_model_dir):
     config = load_config(None, [
         f"model.path={tiny_model_dir}", f"log.run_dir={tmp_path}/run", "log.tensorboard=false",
         "env.id=myorg/UnitConversion-v0", "env.kwargs={}", "steps=1", "device=cpu", "eval_every=0",
-        "rollout.tasks_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=32",
+        "rollout.tasks_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=64",
         "sft.episodes=4", "sft.steps=2", "sft.batch_size=2", "algo.micro_batch_size=2", "algo.num_minibatches=1",
     ])
     trainer = Trainer(config)
