@@ -136,8 +136,8 @@ def check_demonstrations_fit(trajectories: Sequence[Trajectory], max_new_tokens:
     ``max_new_tokens`` more still fit in ``max_seq_len``
     (:func:`baselines.agent_loop.record_step`). A demonstration beyond either limit is
     taught by SFT and cut by every rollout: its task is failed before RL starts, and RL
-    never sees that success. (Measured: DataAnalysis's ``names_first`` programs reach 193
-    tokens; at 160 every ``argext`` first call was cut, 32 of 32 sampled.)
+    never sees that success. (Measured: DataAnalysis's ``names_first`` turns reach 189
+    tokens; at 160 every ``argext`` first call on training questions was cut, 32 of 32 sampled.)
     """
     from baselines.errors import ConfigError
 
@@ -151,9 +151,10 @@ def check_demonstrations_fit(trajectories: Sequence[Trajectory], max_new_tokens:
                           f"turn): generation would cut every such turn. Set rollout.max_new_tokens to at least {longest}.")
     if latest + max_new_tokens > max_seq_len:
         over = sum(any(start + max_new_tokens > max_seq_len for start, _ in s) for s in spans)
-        raise ConfigError(f"{over} of {len(spans)} demonstrations start a turn at token {latest} or earlier past what "
-                          f"rollout.max_seq_len={max_seq_len} leaves for a {max_new_tokens}-token turn: a rollout would end "
-                          f"such an episode there. Set rollout.max_seq_len to at least {latest + max_new_tokens}.")
+        raise ConfigError(f"{over} of {len(spans)} demonstrations start a turn after token {max_seq_len - max_new_tokens}, "
+                          f"the last start rollout.max_seq_len={max_seq_len} leaves room for a {max_new_tokens}-token turn "
+                          f"(the latest starts at {latest}): a rollout would end such an episode there. "
+                          f"Set rollout.max_seq_len to at least {latest + max_new_tokens}.")
     return longest, latest
 
 

@@ -113,7 +113,7 @@ def test_bf16_compute_keeps_fp32_master_weights_that_take_small_steps(tmp_path, 
 
 def test_sft_refuses_demonstrations_longer_than_a_rollout_turn(tmp_path, trained_model_dir):
     """A demonstrated turn the rollout would cut is a config error, raised before any SFT
-    step (DataAnalysis's names_first programs were cut at 160 tokens: one template never solved)."""
+    step (DataAnalysis's names_first programs were cut at 160 tokens: one training template unsolvable)."""
     from baselines.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"rollout.max_new_tokens=4 .* at least \d+"):
