@@ -67,6 +67,11 @@ class AgentLoopConfig:
     drift_check_frac: float = 1.0
     """Fraction of finished episodes compared against a full re-tokenisation."""
 
+    def room_for_turn(self, start: int) -> bool:
+        """Whether a turn starting at token ``start`` may run to ``max_new_tokens`` within
+        ``max_seq_len``: the one rule every rollout (and SFT's demonstration check) applies."""
+        return start + self.sampling.max_new_tokens <= self.max_seq_len
+
 
 class AgentLoop:
     """Runs ``len(envs)`` episodes at a time: ``len(envs) // group_size`` tasks x group.
@@ -188,7 +193,7 @@ def record_step(chat: ChatTokenizer, config: AgentLoopConfig, t: Trajectory, gen
         end_episode(t, step.info, step.reward, step.terminated, step.truncated)
         return False
     obs = chat.observation_ids(step.info["messages"], turn_ended=gen.finish_reason == "stop")
-    if len(t.token_ids) + len(obs) > config.max_seq_len - config.sampling.max_new_tokens:
+    if not config.room_for_turn(len(t.token_ids) + len(obs)):
         t.truncated = t.context_limited = True
         return False
     t.append(obs, generated=False)

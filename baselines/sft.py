@@ -10,13 +10,16 @@ negative log-likelihood on the assistant tokens only.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
 from baselines.chat_tokens import ChatTokenizer
 from baselines.logprobs import first_generated_position, sequence_logprobs
 from baselines.trajectory import Trajectory, collate
+
+if TYPE_CHECKING:
+    from baselines.agent_loop import AgentLoopConfig
 
 __all__ = ["EarlyStop", "check_demonstrations_fit", "copy_warmup", "longest_turn", "minibatch_rows", "oracle_trajectories",
            "sft_train", "turn_spans", "warmup_vocabulary"]
@@ -128,19 +131,21 @@ def longest_turn(trajectory: Trajectory) -> int:
     return max((n for _, n in turn_spans(trajectory)), default=0)
 
 
-def check_demonstrations_fit(trajectories: Sequence[Trajectory], max_new_tokens: int, max_seq_len: int) -> tuple[int, int]:
+def check_demonstrations_fit(trajectories: Sequence[Trajectory], limits: AgentLoopConfig) -> tuple[int, int]:
     """``(longest turn, latest turn start)`` over the demonstrations; a
-    :class:`~baselines.errors.ConfigError` when a rollout could not reproduce one.
+    :class:`~baselines.errors.ConfigError` when a rollout under ``limits`` could not
+    reproduce one.
 
     A rollout cuts a turn at ``max_new_tokens`` and starts a turn only where
-    ``max_new_tokens`` more still fit in ``max_seq_len``
-    (:func:`baselines.agent_loop.record_step`). A demonstration beyond either limit is
-    taught by SFT and cut by every rollout: its task is failed before RL starts, and RL
-    never sees that success. (Measured: DataAnalysis's ``names_first`` turns reach 189
-    tokens; at 160 every ``argext`` first call on training questions was cut, 32 of 32 sampled.)
+    :meth:`~baselines.agent_loop.AgentLoopConfig.room_for_turn` says it fits. A
+    demonstration beyond either limit is taught by SFT and cut by every rollout: its
+    task is failed before RL starts, and RL never sees that success. (Measured:
+    DataAnalysis's ``names_first`` turns reach 189 tokens; at 160 every ``argext`` first
+    call on training questions was cut, 32 of 32 sampled.)
     """
     from baselines.errors import ConfigError
 
+    max_new_tokens, max_seq_len = limits.sampling.max_new_tokens, limits.max_seq_len
     spans = [turn_spans(t) for t in trajectories]
     longest = max((n for s in spans for _, n in s), default=0)
     latest = max((start for s in spans for start, _ in s), default=0)
@@ -149,8 +154,8 @@ def check_demonstrations_fit(trajectories: Sequence[Trajectory], max_new_tokens:
         raise ConfigError(f"{over} of {len(spans)} demonstrations have an assistant turn longer than "
                           f"rollout.max_new_tokens={max_new_tokens} (the longest is {longest} tokens with its end of "
                           f"turn): generation would cut every such turn. Set rollout.max_new_tokens to at least {longest}.")
-    if latest + max_new_tokens > max_seq_len:
-        over = sum(any(start + max_new_tokens > max_seq_len for start, _ in s) for s in spans)
+    if not limits.room_for_turn(latest):
+        over = sum(not all(limits.room_for_turn(start) for start, _ in s) for s in spans)
         raise ConfigError(f"{over} of {len(spans)} demonstrations start a turn after token {max_seq_len - max_new_tokens}, "
                           f"the last start rollout.max_seq_len={max_seq_len} leaves room for a {max_new_tokens}-token turn "
                           f"(the latest starts at {latest}): a rollout would end such an episode there. "

@@ -127,12 +127,12 @@ class TeamRollout(AsyncRollout):
         if seat.last is None:  # nothing generated yet: the prompt is the opening and the deliveries, rendered anew
             t = seat.trajectory = start_trajectory(self.chat, {**seat.opening, "messages": seat.opening["messages"] + seat.backlog}, 0)
             seat.backlog = []
-            if len(t.token_ids) > self.config.max_seq_len - self.config.sampling.max_new_tokens:
+            if not self.config.room_for_turn(len(t.token_ids)):
                 t.context_limited = True
                 return False
             return True
         obs = self.chat.observation_ids(seat.backlog, turn_ended=seat.last.finish_reason == "stop")
-        if len(t.token_ids) + len(obs) > self.config.max_seq_len - self.config.sampling.max_new_tokens:
+        if not self.config.room_for_turn(len(t.token_ids) + len(obs)):
             t.context_limited = True
             return False
         t.append(obs, generated=False)

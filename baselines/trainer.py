@@ -272,8 +272,8 @@ class Trainer:
                                     counterfactual=self.config.sft.counterfactual, seed=self.config.seed,
                                     invent=self.config.sft.invent, pieces=self._name_pieces(), spelled=self.config.sft.invent_spelled)
         env.close()
-        longest_turn, latest_turn = check_demonstrations_fit(trajs, self.config.rollout.max_new_tokens,
-                                                             self.config.rollout.max_seq_len)
+        rollout = self.config.rollout
+        longest_turn, latest_turn = check_demonstrations_fit(trajs, AgentLoopConfig(SamplingConfig(rollout.max_new_tokens), rollout.max_seq_len))
         sft = self.config.sft
         stop = EarlyStop(sft.stop_success, sft.stop_patience)
 

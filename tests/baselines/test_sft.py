@@ -293,15 +293,20 @@ def test_turn_spans_are_the_generated_runs_and_skip_masked_mistakes():
 def test_check_demonstrations_fit_names_the_limits_a_demonstration_needs():
     import pytest
 
+    from baselines.agent_loop import AgentLoopConfig
+    from baselines.engines.base import SamplingConfig
     from baselines.errors import ConfigError
     from baselines.sft import check_demonstrations_fit
 
     trajs = _trajs()  # turns start at token 3
     trajs[2].append([9] * 4, generated=False)
     trajs[2].append([9] * 5, generated=True)  # starts at token 10
-    assert check_demonstrations_fit(trajs, 5, 15) == (5, 10)
+    def limits(max_new_tokens: int, max_seq_len: int) -> AgentLoopConfig:
+        return AgentLoopConfig(SamplingConfig(max_new_tokens), max_seq_len)
+
+    assert check_demonstrations_fit(trajs, limits(5, 15)) == (5, 10)
     with pytest.raises(ConfigError, match=r"1 of 4 demonstrations .* rollout.max_new_tokens=4 .* at least 5"):
-        check_demonstrations_fit(trajs, 4, 100)
+        check_demonstrations_fit(trajs, limits(4, 100))
     # the rollout starts a turn only where max_new_tokens more fit (agent_loop.record_step)
     with pytest.raises(ConfigError, match=r"1 of 4 demonstrations .* rollout.max_seq_len=14 .* at least 15"):
-        check_demonstrations_fit(trajs, 5, 14)
+        check_demonstrations_fit(trajs, limits(5, 14))
