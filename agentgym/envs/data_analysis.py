@@ -27,6 +27,7 @@ import asyncio
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -44,7 +45,7 @@ from tasks.data_analysis.manifest import manifest_digest
 from tasks.data_analysis.reference import answer_arguments
 from tasks.data_analysis.tiers import TEMPLATES, template_by_id
 
-__all__ = ["DataAnalysisEnv", "DataAnalysisFamily", "DataAnalysisTask", "PYTHON_OUTPUT_CHARS", "cell_reply", "format_exec_result"]
+__all__ = ["DataAnalysisEnv", "DataAnalysisFamily", "DataAnalysisTask", "PYTHON_OUTPUT_CHARS", "cell_reply", "format_exec_result", "name_hint"]
 
 from sandboxes.protocol import BackendName as Backend
 
@@ -118,6 +119,28 @@ def _failure_text(result: Any) -> str:
     if result.stderr:
         lines.append("[stderr]\n" + agent_traceback(result.stderr).rstrip("\n"))
     return "\n".join(lines)
+
+
+_LOOKUP_ERRORS = ("FileNotFoundError", "KeyError")
+"""Exceptions that mean the code named a file or column the working directory lacks."""
+
+
+def name_hint(error: str | None, files: Sequence[Any]) -> str | None:
+    """The working directory's listing (as the prompt gives it) when a cell failed on a
+    name lookup (``error`` is the sandbox's ``Exception: message`` line), else None.
+
+    Why: a mistyped file or column name (``'nile'`` for ``nile.csv``) was the commonest
+    mistake of the DataAnalysis CPU baseline on held-out tables, and pandas' error names
+    only what the agent wrote. A person would look at the directory and the header
+    again; the listing next to the error makes the fix a copy from the observation
+    instead of from a prompt hundreds of tokens back. It repeats what the prompt already
+    says, so it tells the agent nothing about the answer.
+    """
+    kind = (error or "").split(":", 1)[0].strip()
+    if kind not in _LOOKUP_ERRORS or not files:
+        return None
+    listing = "\n".join(f"- {f.describe()}" for f in files)
+    return f"[hint: {kind} names something that does not exist. Files in your working directory:]\n{listing}"
 
 
 OBSERVATION_FORMAT = "tracebacks: the agent's frames, library frames counted/1"
@@ -208,6 +231,8 @@ class DataAnalysisFamily(TaskFamily):
             package decides).
         python_timeout_s: deadline of one ``python`` cell inside the sandbox.
         generator: the question generator's settings.
+        name_hints: show the working directory's listing under a failed cell's
+            ``FileNotFoundError`` or ``KeyError`` (:func:`name_hint`); off by default.
     """
 
     name = "DataAnalysis"
@@ -221,6 +246,7 @@ class DataAnalysisFamily(TaskFamily):
         backend: Backend | None = None,
         python_timeout_s: float = 30.0,
         generator: GeneratorConfig | None = None,
+        name_hints: bool = False,
     ) -> None:
         if tier is not None and tier not in (1, 2, 3, 4):
             raise ConfigError(f"Expected tier 1, 2, 3, 4 or None, actual value: {tier!r}")
@@ -229,6 +255,8 @@ class DataAnalysisFamily(TaskFamily):
                 template_by_id(template)
             except KeyError as e:
                 raise ConfigError(str(e)) from None
+        if not isinstance(name_hints, bool):
+            raise ConfigError(f"Expected name_hints True or False, actual value: {name_hints!r}")
         if python_timeout_s <= 0:
             raise ConfigError(f"Expected python_timeout_s > 0, actual value: {python_timeout_s}")
         from sandboxes.errors import SandboxConfigError
@@ -243,8 +271,10 @@ class DataAnalysisFamily(TaskFamily):
         self.backend = backend
         self.python_timeout_s = python_timeout_s
         self.generator = generator or GeneratorConfig()
+        self.name_hints = name_hints
         self._pool: Any = None
         self._sandbox: Any = None
+        self._files: tuple[Any, ...] = ()  # the episode's file_info, for name_hint
         from sandboxes.reaper import install_signal_handlers
 
         install_signal_handlers()  # pools start on the runtime thread; signals need the main thread
@@ -288,6 +318,7 @@ class DataAnalysisFamily(TaskFamily):
 
         if task.question is None:
             task.question = await asyncio.to_thread(self._question, task.scope, task.seed)
+        self._files = tuple(task.question.file_info)
         self._pool = await shared_resources().sandbox_pool(self.backend, user=self)
         try:
             with call_budget(EPISODE_START) as budget:
@@ -309,6 +340,7 @@ class DataAnalysisFamily(TaskFamily):
             raise
 
     async def close_episode(self) -> None:
+        self._files = ()
         sandbox, self._sandbox = self._sandbox, None
         if sandbox is not None and self._pool is not None:
             await self._pool.release(sandbox)
@@ -362,7 +394,9 @@ class DataAnalysisFamily(TaskFamily):
             result = await self._sandbox.run(code, timeout=self.python_timeout_s)
         except (SandboxError, SandboxClosedError) as e:
             raise InfraError(f"sandbox failure: {e}") from e
-        return cell_reply(result)
+        reply = cell_reply(result)
+        hint = name_hint(result.error, self._files) if self.name_hints and result.status == "error" else None
+        return ToolReply(f"{reply.text}\n{hint}", reply.status) if hint else reply
 
     # ---- prompts --------------------------------------------------------------
     def system_prompt(self) -> str:
@@ -397,6 +431,7 @@ class DataAnalysisFamily(TaskFamily):
             "generator": asdict(self.generator),
             "python_timeout_s": self.python_timeout_s,
             "observation": OBSERVATION_FORMAT,
+            **({"name_hints": True} if self.name_hints else {}),
             "host_versions": _host_versions(),
             "sandbox": self._facts_for_fingerprint(),
         }

@@ -75,6 +75,10 @@ class DataAnalysisV2Family(DataAnalysisFamily):
             and a policy that never copied its tokenizer's piece for them garbles it.
         name_pieces: lowercase words to spell with: the policy tokenizer's letter tokens
             (the baselines' trainer passes them with ``env.name_pieces: tokenizer``).
+        name_hints: after a cell fails on a missing file or column (``FileNotFoundError``,
+            ``KeyError``), show the working directory's listing, as the prompt gives it,
+            under the error (:func:`agentgym.envs.data_analysis.name_hint`). Every split
+            alike; recorded in the fingerprint.
     """
 
     version = 2  # v2: the v2 task source (templates, splits, precision-tied tolerance)
@@ -91,6 +95,7 @@ class DataAnalysisV2Family(DataAnalysisFamily):
         invent_names: float = 0.0,
         invent_spelled: float = 0.0,
         name_pieces: Sequence[str] = (),
+        name_hints: bool = False,
     ) -> None:
         for name, value in (("invent_names", invent_names), ("invent_spelled", invent_spelled)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
@@ -114,7 +119,7 @@ class DataAnalysisV2Family(DataAnalysisFamily):
                 raise ConfigError(f"Expected a template of split {split!r}, actual value: {template!r} "
                                   "(held out for another split, or tied to tables of another split)")
         super().__init__(tier, None, backend=backend, python_timeout_s=python_timeout_s,
-                         generator=generator or V2_GENERATOR)
+                         generator=generator or V2_GENERATOR, name_hints=name_hints)
         self.template = template
         self.split = split
         self.invent_names = float(invent_names)

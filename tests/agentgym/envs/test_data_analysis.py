@@ -122,6 +122,40 @@ def test_a_library_error_shows_the_agents_frames_and_the_exception_not_the_libra
     assert len(re.findall(r'File "<cell-\d+>"', obs)) == 2 and "hidden" not in obs and "KeyError: 'a'" in obs
 
 
+def test_name_hints_list_the_directory_under_a_missing_file_or_column_and_nowhere_else():
+    """With ``name_hints`` a wrong file or column name is followed by the prompt's own
+    listing (what a fix must copy); any other error, a good cell, and an env without
+    the kwarg show none. The listing is the prompt's, so it adds nothing about the answer."""
+    on = gym.make(ENV_ID, tier=1, name_hints=True)
+    try:
+        first, _ = on.reset(seed=4)
+        listing = first.split("Files in your working directory:\n", 1)[1].split("\n\nQuestion:", 1)[0]
+        assert listing.startswith("- ") and ".csv" in listing
+        column = re.search(r"\.csv \(\d+ rows\): ([^,\n]+)", listing).group(1)
+        for code in ("import pandas as pd\npd.read_csv('no_such_file.csv')",
+                     f"import pandas as pd, os\npd.read_csv(os.listdir('.')[0])['{column}_nope']"):
+            obs, *_, info = on.step(call("python", code=code))
+            assert info["tool_results"][0]["status"] == "agent_error"
+            hint = "Files in your working directory:]\n" + listing + "\n</tool_response>"
+            assert hint in obs and obs.index("Error") < obs.index(hint), obs
+        for code in ("1/0", "x = 1"):
+            obs, *_ = on.step(call("python", code=code))
+            assert listing not in obs
+        assert on.unwrapped.fingerprint.fields["name_hints"] is True
+    finally:
+        on.close()
+    off = gym.make(ENV_ID, tier=1)
+    try:
+        off.reset(seed=4)
+        obs, *_ = off.step(call("python", code="import pandas as pd\npd.read_csv('no_such_file.csv')"))
+        assert "FileNotFoundError" in obs and "[hint" not in obs
+        assert "name_hints" not in off.unwrapped.fingerprint.fields
+    finally:
+        off.close()
+    with pytest.raises(ConfigError, match="name_hints"):
+        DataAnalysisEnv(name_hints="yes")
+
+
 @pytest.mark.parametrize("stderr, expected", [
     ("", ""),
     ("a warning\n", "a warning\n"),

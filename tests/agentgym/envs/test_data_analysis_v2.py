@@ -179,3 +179,19 @@ def test_an_unanswered_episode_still_says_which_template_and_tier_it_was(max_tur
         assert (info["template"], info["tier"], info["category"]) == ("v2_mean", env.task.question.tier, "basic")
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_name_hints_reach_v2_on_every_split_with_the_episodes_own_files(split):
+    """v2 passes ``name_hints`` to v1's family: the hint lists this episode's files
+    (a made-up train name included), on train and test alike, so train and eval match."""
+    env = gym.make(ENV_ID, split=split, tier=1, name_hints=True, invent_names=1.0 if split == "train" else 0.0)
+    try:
+        first, _ = env.reset(seed=5)
+        listing = first.split("Files in your working directory:\n", 1)[1].split("\n\nQuestion:", 1)[0]
+        call = '<tool_call>{"name": "python", "arguments": {"code": "open(\'nile\').read()"}}</tool_call>'
+        obs, *_ = env.step(call)
+        assert "FileNotFoundError" in obs and "Files in your working directory:]\n" + listing in obs
+        assert env.unwrapped.fingerprint.fields["name_hints"] is True
+    finally:
+        env.close()
