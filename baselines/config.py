@@ -309,6 +309,12 @@ class SFTConfig(_Section):
     makes (a file name copied wrong, a copy cut short), so they show the error and then
     the right call (``baselines.demonstrators.recovering``). The mistake is context, never
     imitated; it needs ``max_turns >= 3``; such episodes are not counterfactually copied."""
+    recovery_mistakes: list[Literal["name", "cut", "short", "column"]] = Field(default_factory=lambda: ["name", "cut"], min_length=1)
+    """The kinds of mistake ``recovery`` demonstrates (``baselines.demonstrators.mistaken_call``):
+    a file name with a letter or underscore dropped (``name``), the code cut off after a
+    bracket (``cut``), a file name cut short without its extension (``short``: ``'nile'``
+    for ``nile.csv``), a column with a letter or underscore dropped (``column``). The
+    default is the original two, so older runs replay."""
     observation_weight: Real = Field(0.0, ge=0)
     """Weight of a language-modelling loss on the prompt and tool-result tokens, added
     to the imitation loss (0: imitation only). It teaches copying from what the agent

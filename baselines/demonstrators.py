@@ -174,41 +174,77 @@ def demonstrator(name: str) -> Demonstrator:
 _READ_CSV = re.compile(r"(?:read_csv\(|^file\d* = )(['\"])([^'\"]+)\1", re.M)  # names_first binds the file
 
 
-def mistaken_call(action: str, rng: Any) -> str | None:
-    """``action`` (a ``python`` tool call) with one mistake that makes the code fail, or
-    None when the action is not a ``python`` call the mistakes apply to.
+MISTAKES: tuple[str, ...] = ("name", "cut", "short", "column")
+"""The kinds of :func:`mistaken_call`; ``("name", "cut")`` are the original two."""
+
+_COLUMN = re.compile(r"(?:\[|^column\d* = )(['\"])([^'\"]{2,})\1", re.M)  # df['x'], or names_first's binding
+
+
+def _drop_one(name: str, rng: Any) -> str | None:
+    """``name`` with an underscore dropped, else a letter after the first; None if too short."""
+    spots = [i for i, ch in enumerate(name) if ch == "_"] or list(range(1, len(name)))
+    if not spots:
+        return None
+    at = rng.choice(spots)
+    return name[:at] + name[at + 1:]
+
+
+def mistaken_call(action: str, rng: Any, kinds: Sequence[str] = ("name", "cut")) -> str | None:
+    """``action`` (a ``python`` tool call) with one mistake of one of ``kinds`` that makes
+    the code fail, or None when the action is not a ``python`` call they apply to.
 
     The mistakes are the tiny model's own, from 128 held-out DataAnalysis episodes
-    (docs/training.md): a file name copied wrong (32: ``seattle_weather.csv`` written
-    ``seattleweather.csv``; an underscore dropped, else a letter) raises
-    ``FileNotFoundError``; a garbled copy (42 syntax errors) is the code cut off after an
-    opening bracket, which Python rejects before running anything. Both always fail, so
-    the episode's next call is the demonstrator's right one.
+    (docs/training.md):
+
+    - ``name``: a file name copied wrong (32: ``seattle_weather.csv`` written
+      ``seattleweather.csv``; an underscore dropped, else a letter): ``FileNotFoundError``;
+    - ``cut``: a garbled copy (42 syntax errors) is the code cut off after an opening
+      bracket, which Python rejects before running anything;
+    - ``short``: a file name cut short, its extension gone (names-first demonstrations'
+      commonest held-out failure, 17 of 91: ``file = 'nile'`` for ``nile.csv``,
+      ``'state'`` for ``statecrime.csv``): at an underscore, at a letter, or the whole stem;
+    - ``column``: a column name with an underscore or a letter dropped: ``KeyError``
+      (18% of first calls on made-up-name training questions were a wrong column).
+
+    Each always fails, so the episode's next call is the demonstrator's right one. With
+    the default ``kinds`` the draws are the original two kinds' (old runs replay).
     """
     code = python_code(action)
     if code is None:
         return None
     files = list(_READ_CSV.finditer(code))
     cuts = [i + 1 for i, ch in enumerate(code) if ch in "([" and i > (files[-1].end() if files else 0)]
-    kinds = [k for k, ok in (("name", files), ("cut", cuts)) if ok]
-    if not kinds:
+    columns = [m for m in _COLUMN.finditer(code) if "." not in m.group(2)] if "column" in kinds else []
+    available = {"name": files, "cut": cuts, "short": files, "column": columns}
+    unknown = sorted(set(kinds) - set(available))
+    if unknown:
+        raise ValueError(f"Expected mistake kinds among {MISTAKES}, actual value: {unknown}")
+    choices = [k for k in kinds if available[k]]
+    if not choices:
         return None
-    if rng.choice(kinds) == "name":
-        found = rng.choice(files)
-        stem, dot, ext = found.group(2).rpartition(".")
+    kind = rng.choice(choices)
+    if kind == "cut":
+        return _call("python", code=code[:rng.choice(cuts)])
+    found = rng.choice(files if kind in ("name", "short") else columns)
+    name = found.group(2)
+    if kind == "short":
+        stem = name.rpartition(".")[0] or name
+        ends = [len(stem)] + [i for i, ch in enumerate(stem) if ch == "_"] + ([rng.randrange(2, len(stem))] if len(stem) > 3 else [])
+        garbled: str | None = stem[:rng.choice(ends)]
+    elif kind == "name":
+        stem, dot, ext = name.rpartition(".")
         stem = stem or ext  # a name without an extension
-        spots = [i for i, ch in enumerate(stem) if ch == "_"] or list(range(1, len(stem)))
-        if not spots:
-            return None
-        at = rng.choice(spots)
-        garbled = (stem[:at] + stem[at + 1:]) + (dot + ext if dot else "")
-        code = code[:found.start(2)] + garbled + code[found.end(2):]
+        dropped = _drop_one(stem, rng)
+        garbled = None if dropped is None else dropped + (dot + ext if dot else "")
     else:
-        code = code[:rng.choice(cuts)]
-    return _call("python", code=code)
+        garbled = _drop_one(name, rng)
+    if garbled is None or garbled == name:
+        return None
+    return _call("python", code=code[:found.start(2)] + garbled + code[found.end(2):])
 
 
-def recovering(policy: Demonstrator, fraction: float, seed: int = 0, retry_turns: int = 3) -> Demonstrator:
+def recovering(policy: Demonstrator, fraction: float, seed: int = 0, retry_turns: int = 3,
+               mistakes: Sequence[str] = ("name", "cut")) -> Demonstrator:
     """``policy``, except that in ``fraction`` of episodes its first call is
     :func:`mistaken_call`'s: the episode shows the error, then ``policy``'s right call.
 
@@ -217,7 +253,8 @@ def recovering(policy: Demonstrator, fraction: float, seed: int = 0, retry_turns
     wrote no further valid call, and each of its remaining turns was lost. Which
     episodes err is drawn from the question and ``seed`` (reproducible); an episode is
     left alone when the env allows fewer than ``retry_turns`` steps (mistake, fix,
-    answer), so every demonstration still ends in a success.
+    answer), so every demonstration still ends in a success. ``mistakes``: the kinds
+    :func:`mistaken_call` draws from.
     """
     import random
 
@@ -236,7 +273,7 @@ def recovering(policy: Demonstrator, fraction: float, seed: int = 0, retry_turns
         rng = random.Random(f"{seed}|{getattr(question, 'text', None) or repr(question)}")
         if rng.random() >= fraction:
             return action
-        return mistaken_call(action, rng) or action
+        return mistaken_call(action, rng, mistakes) or action
 
     return act
 

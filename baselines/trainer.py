@@ -268,7 +268,7 @@ class Trainer:
         env = gym.make(self.config.env.id, **{**self.env_kwargs, **self.config.sft.env_kwargs})
         trajs = oracle_trajectories(env, self.chat, range(10_000, 10_000 + self.config.sft.episodes),
                                     policy=recovering(demonstrator(self.config.sft.demonstrator), self.config.sft.recovery,
-                                                      seed=self.config.seed),
+                                                      seed=self.config.seed, mistakes=self.config.sft.recovery_mistakes),
                                     counterfactual=self.config.sft.counterfactual, seed=self.config.seed,
                                     invent=self.config.sft.invent, pieces=self._name_pieces(), spelled=self.config.sft.invent_spelled)
         env.close()

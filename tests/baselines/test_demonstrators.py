@@ -450,6 +450,52 @@ def test_mistakes_apply_to_python_calls_only():
     assert all(len(w) >= len("import pandas as pd\ndf = pd.read_csv('sea_weather.csv')") - 1 for w in wrong)
 
 
+def test_short_and_column_mistakes_are_the_models_cut_file_names_and_dropped_column_letters():
+    """``short``: the file name cut (``'nile'`` for ``nile.csv``, at an underscore or a
+    letter, never with its extension); ``column``: a quoted column with a letter or an
+    underscore dropped, never the file. In oracle code and in names-first bindings."""
+    import random
+
+    from baselines.demonstrators import bind_names_first, mistaken_call
+
+    oracle_code = "import pandas as pd\ndf = pd.read_csv('state_crime.csv')\nprint(df['hs_grad'].max())\n"
+    for code in (oracle_code, bind_names_first(oracle_code)):
+        action = f'<tool_call>{json.dumps({"name": "python", "arguments": {"code": code}})}</tool_call>'
+        short = {_calls(mistaken_call(action, random.Random(s), ("short",)))[0]["arguments"]["code"] for s in range(40)}
+        files = {re.search(r"'([^']*)'", w[w.index("read_csv") if "read_csv('" in w else w.index("file = "):]).group(1) for w in short}
+        assert "state_crime" in files and "state" in files and not any(".csv" in f for f in files)
+        assert all("state_crime".startswith(f) and f for f in files)
+        column = {_calls(mistaken_call(action, random.Random(s), ("column",)))[0]["arguments"]["code"] for s in range(40)}
+        assert code.replace("'hs_grad'", "'hsgrad'") in column
+        assert all("'state_crime.csv'" in w and "'hs_grad'" not in w for w in column)
+    action = f'<tool_call>{json.dumps({"name": "python", "arguments": {"code": oracle_code}})}</tool_call>'
+    with pytest.raises(ValueError, match="mistake kinds"):
+        mistaken_call(action, random.Random(0), ("typo",))
+    default = [mistaken_call(action, random.Random(s)) for s in range(20)]  # the original kinds' draws, unchanged
+    assert default == [mistaken_call(action, random.Random(s), ("name", "cut")) for s in range(20)]
+
+
+def test_recovery_from_a_short_file_or_a_dropped_column_shows_the_hint_and_succeeds():
+    """Through the real env with ``name_hints``: the first call fails with the mistake's
+    own exception, the listing follows it, and the demonstrator's call then solves."""
+    from baselines.demonstrators import names_first, recovering
+    from baselines.sft import _play as play_episode
+
+    env = _da_env(name_hints=True)
+    seen = set()
+    try:
+        for seed in range(16):
+            messages, _, _, _, success, failed = play_episode(env, recovering(names_first, 1.0, mistakes=("short", "column")), seed)
+            error = next(m for m in messages if m["role"] == "tool")["content"]
+            assert success and failed, error
+            kind = "short" if "FileNotFoundError" in error else "column" if "KeyError" in error else error
+            assert kind in ("short", "column") and "Files in your working directory:]" in error
+            seen.add(kind)
+    finally:
+        env.close()
+    assert seen == {"short", "column"}
+
+
 # ------------------------------------------------------------ names first
 def test_names_first_code_names_each_string_once_on_its_own_line_and_still_solves():
     """``names_first``: the oracle's code with every quoted file, column and value bound to
