@@ -63,7 +63,11 @@ def train_command(config: str, overrides: list[str]) -> int:
         shown = "  ".join(f"{k.split('/')[-1]}={metrics[k]:.4g}" for k in keys if metrics.get(k) is not None)
         console.print(f"[bold]step {step}[/bold]  {shown}")
 
-    trainer = Trainer(cfg, on_metrics=show)
+    try:  # a config that only the run can check (SFT's demonstrations against the rollout's limits)
+        trainer = Trainer(cfg, on_metrics=show)
+    except BaselinesError as e:
+        sys.stderr.write(f"config error: {' '.join(str(e).split())}\n")
+        return 2
     try:
         summary = trainer.train()
     finally:

@@ -125,6 +125,22 @@ def test_sft_refuses_demonstrations_longer_than_a_rollout_turn(tmp_path, trained
     assert 4 < longest <= 40 and trainer.sft_metrics["sft/latest_turn_start"] > 0
 
 
+def test_agentgym_train_reports_a_late_config_error_in_one_line(tmp_path, trained_model_dir):
+    """The demonstration check runs inside the Trainer, after the YAML loaded: the CLI
+    still prints one line naming the limit to set, exit code 2, and no traceback."""
+    from typer.testing import CliRunner
+
+    from agentgym.cli import app
+
+    args = [f"model.path={trained_model_dir}", f"log.run_dir={tmp_path}/run", "log.tensorboard=false", "device=cpu",
+            "steps=1", "eval_every=0", "env.kwargs={difficulty: 1}", "sft.episodes=8", "sft.steps=1", "rollout.max_new_tokens=4"]
+    result = CliRunner().invoke(app, ["train", "--config", "baselines/configs/calculator_cpu.yaml", *args])
+    assert result.exit_code == 2, result.output
+    last = result.stderr.rstrip("\n").split("\n")[-1]  # (above it: transformers' loading bars)
+    assert last.startswith("config error: ") and "Set rollout.max_new_tokens to at least" in last
+    assert "rollout.max_new_tokens=4" in last and "Traceback" not in result.output
+
+
 @pytest.mark.parametrize("source", ["demonstrations", "tokenizer"])
 def test_sft_copy_warmup_runs_before_imitation(tmp_path, trained_model_dir, caplog, source):
     with caplog.at_level("INFO", logger="baselines.trainer"):
