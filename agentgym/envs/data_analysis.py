@@ -318,7 +318,7 @@ class DataAnalysisFamily(TaskFamily):
 
         if task.question is None:
             task.question = await asyncio.to_thread(self._question, task.scope, task.seed)
-        self._files = tuple(task.question.file_info)
+        self._files = tuple(getattr(task.question, "file_info", ()))  # (AnalysisReport's questions list none)
         self._pool = await shared_resources().sandbox_pool(self.backend, user=self)
         try:
             with call_budget(EPISODE_START) as budget:
