@@ -211,14 +211,13 @@ class Trainer:
                                  (config.rollout.max_staleness + 1) * n_local * config.rollout.group_size,
                                  fleet=config.rollout.fleet, fleet_workers=config.rollout.fleet_workers,
                                  fleet_address=config.rollout.fleet_address)
-        sampling = SamplingConfig(config.rollout.max_new_tokens, config.rollout.temperature, config.rollout.top_p)
         self.logger = MetricsLogger(self.run_dir, tensorboard=config.log.tensorboard, wandb_project=config.log.wandb_project,
                                     config=config_to_dict(config)) if self.info.is_main else None
         self.watch = make_reward_watch(config, self.run_dir, self.info.is_main, self.env_kwargs)  # reward-jump alarm
         if self._resuming():
             self.step = load_checkpoint(self.run_dir / "checkpoint", model=self.model, optimizer=self.optimizer, ewma=self.ewma, info=self.info)["step"]
         rollout_class = TeamRollout if config.env.is_team else AsyncRollout
-        self.loop = rollout_class(envs, self.engine, self.chat, AgentLoopConfig(sampling, config.rollout.max_seq_len, config.rollout.drift_check_frac),
+        self.loop = rollout_class(envs, self.engine, self.chat, self._loop_config(config.rollout.temperature, config.rollout.drift_check_frac),
                                  AsyncRolloutConfig(config.rollout.max_staleness, config.rollout.step_timeout_s), n_local,
                                  config.rollout.group_size, self._batch_schedule, first_step=self.step)
         self.sync_engine()
@@ -259,6 +258,12 @@ class Trainer:
             kwargs["name_pieces"] = list(self._tokenizer_pieces)
         return kwargs
 
+    def _loop_config(self, temperature: float, drift_check_frac: float = 0.0) -> AgentLoopConfig:
+        """The rollout's limits (``max_new_tokens``, ``max_seq_len``, ``top_p``) at ``temperature``:
+        one place for what training, evaluation and SFT's demonstration check assume."""
+        r = self.config.rollout
+        return AgentLoopConfig(SamplingConfig(r.max_new_tokens, temperature, r.top_p), r.max_seq_len, drift_check_frac)
+
     def _warm_start(self, policy: torch.nn.Module, gym: Any) -> None:
         from baselines.demonstrators import demonstrator, recovering
         from baselines.sft import EarlyStop, check_demonstrations_fit, copy_warmup, oracle_trajectories, sft_train, warmup_vocabulary
@@ -272,8 +277,7 @@ class Trainer:
                                     counterfactual=self.config.sft.counterfactual, seed=self.config.seed,
                                     invent=self.config.sft.invent, pieces=self._name_pieces(), spelled=self.config.sft.invent_spelled)
         env.close()
-        rollout = self.config.rollout
-        longest_turn, latest_turn = check_demonstrations_fit(trajs, AgentLoopConfig(SamplingConfig(rollout.max_new_tokens), rollout.max_seq_len))
+        longest_turn, latest_turn = check_demonstrations_fit(trajs, self._loop_config(self.config.rollout.temperature))
         sft = self.config.sft
         stop = EarlyStop(sft.stop_success, sft.stop_patience)
 
@@ -453,25 +457,25 @@ class Trainer:
         envs = self._eval_envs.setdefault(split, [])
         kwargs = {k: v for k, v in self.env_kwargs.items() if k != "split"}
         envs += make_rollout_envs(cfg.env.id, {**kwargs, "split": split}, min(len(seeds), per_chunk) * samples - len(envs))
-        sampling = SamplingConfig(cfg.rollout.max_new_tokens, temperature, cfg.rollout.top_p)
+        limits = self._loop_config(temperature)
         wins = 0.0
         for start in range(0, len(seeds), per_chunk):
             chunk = list(seeds[start:start + per_chunk])
             if cfg.env.is_team:
-                wins += len(chunk) * self._team_success(envs[:len(chunk) * samples], chunk, samples, sampling)
+                wins += len(chunk) * self._team_success(envs[:len(chunk) * samples], chunk, samples, limits)
                 continue
-            loop = AgentLoop(envs, self.engine, self.chat, AgentLoopConfig(sampling, cfg.rollout.max_seq_len, 0.0))
+            loop = AgentLoop(envs, self.engine, self.chat, limits)
             self.engine.wake_up()
             batch = loop.collect(chunk, samples, sampling_seed=cfg.seed + start)
             self.engine.sleep()
             wins += sum(t.success for t in batch.trajectories) * len(chunk) / max(len(batch.trajectories), 1)
         return wins / max(len(seeds), 1)
 
-    def _team_success(self, envs: list[Any], seeds: Sequence[int], samples: int, sampling: SamplingConfig) -> float:
+    def _team_success(self, envs: list[Any], seeds: Sequence[int], samples: int, limits: AgentLoopConfig) -> float:
         """Success rate of team episodes (one per seed and sample; not per seat) played by
         the current policy in every seat, through a one-batch :class:`TeamRollout`."""
         cfg = self.config
-        loop = TeamRollout(envs, self.engine, self.chat, AgentLoopConfig(sampling, cfg.rollout.max_seq_len, 0.0),
+        loop = TeamRollout(envs, self.engine, self.chat, limits,
                            AsyncRolloutConfig(0, cfg.rollout.step_timeout_s), len(seeds), samples,
                            lambda _step: (list(seeds), cfg.seed))
         self.engine.wake_up()
