@@ -114,6 +114,19 @@ def _team_corpus(env_id: str, env_kwargs: dict[str, Any], episodes: int) -> list
     return texts
 
 
+def corpus_env_kwargs(config: TrainConfig) -> dict[str, Any]:
+    """The env kwargs whose text trains the tiny model's tokenizer: ``env.kwargs`` less
+    ``invent_spelled`` when its pieces come from that very tokenizer, and less
+    ``invent_related``: stems made from a question's own columns hold no word its text
+    lacks, and without them the tokenizer (so an SFT that does not see them either) is
+    the one the run would have without the option, which makes it a clean A/B."""
+    kwargs = dict(config.env.kwargs)
+    if config.env.name_pieces == "tokenizer":
+        kwargs.pop("invent_spelled", None)
+    kwargs.pop("invent_related", None)
+    return kwargs
+
+
 def resolve_model_path(config: TrainConfig, info: DistInfo) -> str:
     """``model.path``, or the tiny model built (once, by the main process) for the env."""
     if config.model.path:
@@ -122,10 +135,8 @@ def resolve_model_path(config: TrainConfig, info: DistInfo) -> str:
 
     out = Path(config.model.tiny_dir)
     if info.is_main:
-        kwargs = dict(config.env.kwargs)
-        if config.env.name_pieces == "tokenizer":  # the pieces come from the tokenizer this corpus trains
-            kwargs.pop("invent_spelled", None)
-        build_tiny_model(out, env_corpus(config.env.id, kwargs), TinyModelSpec(**config.model.tiny.model_dump(), seed=config.seed))
+        build_tiny_model(out, env_corpus(config.env.id, corpus_env_kwargs(config)),
+                         TinyModelSpec(**config.model.tiny.model_dump(), seed=config.seed))
     if info.enabled:
         torch.distributed.barrier()
     return str(out)

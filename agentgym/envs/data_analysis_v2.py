@@ -73,6 +73,10 @@ class DataAnalysisV2Family(DataAnalysisFamily):
             ``name_pieces`` instead of syllables (``tasks.data_analysis.names.piece_speller``).
             Syllables never hold ``ps``, ``x`` or ``qu``; a held-out name does (``tips``),
             and a policy that never copied its tokenizer's piece for them garbles it.
+        invent_related: the chance that a made-up train file stem is built from one of the
+            question's own column names (``statecrime.csv`` holds ``state``; see
+            ``tasks.data_analysis.variants.VariantConfig.relate_probability``), so a policy
+            must tell a file from a column that starts it, as on held-out tables.
         name_pieces: lowercase words to spell with: the policy tokenizer's letter tokens
             (the baselines' trainer passes them with ``env.name_pieces: tokenizer``).
         name_hints: after a cell fails on a missing file or column (``FileNotFoundError``,
@@ -94,12 +98,17 @@ class DataAnalysisV2Family(DataAnalysisFamily):
         generator: GeneratorConfig | None = None,
         invent_names: float = 0.0,
         invent_spelled: float = 0.0,
+        invent_related: float = 0.0,
         name_pieces: Sequence[str] = (),
         name_hints: bool = False,
     ) -> None:
-        for name, value in (("invent_names", invent_names), ("invent_spelled", invent_spelled)):
+        for name, value in (("invent_names", invent_names), ("invent_spelled", invent_spelled),
+                            ("invent_related", invent_related)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
                 raise ConfigError(f"Expected {name} in [0, 1], actual value: {value!r}")
+        if invent_related and not invent_names:
+            raise ConfigError("Expected invent_names > 0 with invent_related (it relates the invented stems), "
+                              f"actual value: invent_names={invent_names!r}")
         if invent_spelled:
             if not invent_names:
                 raise ConfigError("Expected invent_names > 0 with invent_spelled (it spells the invented names), "
@@ -124,6 +133,7 @@ class DataAnalysisV2Family(DataAnalysisFamily):
         self.split = split
         self.invent_names = float(invent_names)
         self.invent_spelled = float(invent_spelled)
+        self.invent_related = float(invent_related)
         self.name_pieces = tuple(name_pieces) if invent_spelled else ()
 
     def new_task(self, rng: np.random.Generator, split: str, options: dict[str, Any]) -> DataAnalysisV2Task:
@@ -150,7 +160,8 @@ class DataAnalysisV2Family(DataAnalysisFamily):
         if task.split == "train" and self.invent_names > 0:
             config = replace(config, variant=replace(config.variant, invent_probability=self.invent_names,
                                                      spell_probability=self.invent_spelled,
-                                                     spell_pieces=self.name_pieces))
+                                                     spell_pieces=self.name_pieces,
+                                                     relate_probability=self.invent_related))
         return generate_question_v2(rng, split=task.split, tier=tier, template_id=template,  # type: ignore[arg-type]
                                     config=config)
 
@@ -181,6 +192,8 @@ class DataAnalysisV2Family(DataAnalysisFamily):
             **({"invent_names": self.invent_names} if self.invent_names and self.split == "train" else {}),
             **({"invent_spelled": self.invent_spelled, "name_pieces": _digest(self.name_pieces)}
                if self.invent_spelled and self.invent_names and self.split == "train" else {}),
+            **({"invent_related": self.invent_related}
+               if self.invent_related and self.invent_names and self.split == "train" else {}),
         })
         return fields
 

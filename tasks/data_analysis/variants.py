@@ -21,7 +21,7 @@ import pandas as pd
 from tasks.data_analysis.names import check_pieces, made_up_name, made_up_word, piece_speller
 from tasks.data_analysis.tables import TableSpec, load_table, table_csv
 
-__all__ = ["VariantConfig", "TableVariant", "make_variant", "rename_style"]
+__all__ = ["VariantConfig", "TableVariant", "make_variant", "related_stem", "rename_style"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,14 @@ class VariantConfig:
     number is drawn for it: the generator draws what it drew before the option existed."""
     spell_pieces: tuple[str, ...] = ()
     """Lowercase words to spell with (e.g. a policy tokenizer's letter tokens)."""
+    relate_probability: float = 0.0
+    """Chance that an invented variant's file stem is built from one of its own columns'
+    (final) names, as real files often are: ``statecrime.csv`` holds ``state``,
+    ``seattle_weather.csv`` ``weather``, ``tips.csv`` ``tip``, ``co2.csv`` ``co2``
+    (:func:`related_stem`). Stems invented from syllables alone never share a word with
+    a column, so a policy trained only on them never has to tell the file ``statecrime``
+    from the column ``state`` it also read (the tiny model wrote ``file = 'state'``).
+    At 0 no number is drawn for it: the generator draws what it drew before."""
 
     def __post_init__(self) -> None:
         if not 0 < self.min_fraction <= self.max_fraction <= 1:
@@ -57,6 +65,8 @@ class VariantConfig:
             raise ValueError(f"Expected invent_probability in [0, 1], actual value: {self.invent_probability}")
         if not 0 <= self.spell_probability <= 1:
             raise ValueError(f"Expected spell_probability in [0, 1], actual value: {self.spell_probability}")
+        if not 0 <= self.relate_probability <= 1:
+            raise ValueError(f"Expected relate_probability in [0, 1], actual value: {self.relate_probability}")
         if self.spell_probability > 0:
             check_pieces(self.spell_pieces)
 
@@ -145,8 +155,34 @@ def make_variant(
         stem = made_up_name(spec.name, rng, spell)
         if allow_rename:
             renames = _invented_renames(df, spec, renames, rng, spell)
+        if config.relate_probability > 0 and rng.random() < config.relate_probability:
+            stem = related_stem(spec, [str(renames.get(c, c)) for c in df.columns if _quotable(spec, c)], rng, spell) or stem
     df = df.rename(columns=renames)
     return TableVariant(spec=spec, data=table_csv(df), renames=renames, missing_rate=rate, rows=n, stem=stem)
+
+
+def _quotable(spec: TableSpec, column: Any) -> bool:
+    """A column a question may quote: the entity, a numeric or a category column."""
+    return column == spec.entity or column in spec.numeric or column in spec.category
+
+
+_RELATED_FORMS = ("{c}", "{c}{w}", "{w}_{c}", "{c}s")
+"""How a real stem holds a column: itself (``co2``), a word after it (``statecrime``),
+a word before it (``seattle_weather``), its plural (``tips``)."""
+
+
+def related_stem(spec: TableSpec, columns: list[str], rng: np.random.Generator,
+                 spell: Callable[[int, Any], str] = made_up_word) -> str | None:
+    """A file stem holding one of ``columns`` (a variant's final names) in one of
+    :data:`_RELATED_FORMS`, the other word made up by ``spell``; None when no column
+    gives a lowercase word of three or more letters (a file name is written lowercase)."""
+    words = [w for w in (re.sub(r"[^a-z0-9]+", "_", c.lower()).strip("_") for c in columns)
+             if re.search(r"[a-z]{3}", w)]
+    if not words:
+        return None
+    word = words[int(rng.integers(len(words)))]
+    form = _RELATED_FORMS[int(rng.integers(len(_RELATED_FORMS)))]
+    return form.format(c=word, w=spell(int(rng.integers(3, 7)), rng))
 
 
 def _invented_renames(df: pd.DataFrame, spec: TableSpec, renames: dict[str, str],

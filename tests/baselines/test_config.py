@@ -242,3 +242,18 @@ def test_top_p_below_one_is_refused_with_the_reason():
     would bias every importance ratio, so top_p < 1 must not start a run."""
     message = one_line_error(None, ["rollout.top_p=0.9"])
     assert "Expected rollout.top_p = 1, actual value: 0.9" in message and "biased" in message
+
+
+def test_the_tokenizer_corpus_leaves_out_rl_only_name_shapes():
+    """``invent_related`` (train stems made from their own columns) is left out of the text
+    the tiny tokenizer trains on, as ``invent_spelled`` is when its pieces come from that
+    tokenizer: a run with it then has the tokenizer, and with ``sft.env_kwargs`` the SFT
+    start, of the run without it. Every other kwarg reaches the corpus."""
+    from baselines.trainer import corpus_env_kwargs
+
+    base = ["env.id=agentgym/DataAnalysis-v2", "env.kwargs={tier: 1, invent_names: 1.0}"]
+    related = load_config(None, [*base, "env.kwargs.invent_related=0.5", "sft.env_kwargs.invent_related=0.0"])
+    assert related.env.kwargs["invent_related"] == 0.5
+    assert corpus_env_kwargs(related) == corpus_env_kwargs(load_config(None, base)) == {"tier": 1, "invent_names": 1.0}
+    spelled = load_config(None, [*base, "env.kwargs.invent_spelled=0.5", "env.name_pieces=tokenizer"])
+    assert corpus_env_kwargs(spelled) == {"tier": 1, "invent_names": 1.0}

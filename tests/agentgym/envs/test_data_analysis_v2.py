@@ -163,6 +163,50 @@ def test_invent_spelled_spells_train_names_with_the_pieces_and_is_in_the_fingerp
             DataAnalysisV2Env(**bad)
 
 
+def test_invent_related_names_train_files_after_their_own_columns_and_is_in_the_fingerprint():
+    """``invent_related`` builds made-up train stems from one of the question's own columns
+    (``statecrime.csv`` holds ``state``), so a policy must tell a file from a column that
+    starts it, as on held-out tables; the oracle still solves them, a task id replays,
+    the fingerprint says so, and test questions never change."""
+    import re
+
+    kw = {"split": "train", "invent_names": 1.0, "invent_related": 1.0}
+    env = gym.make(ENV_ID, **kw).unwrapped
+    plain = gym.make(ENV_ID, split="train", invent_names=1.0).unwrapped
+    try:
+        related = 0
+        for seed in range(8):
+            _, info = env.reset(seed=seed)
+            q = env.task.question
+            columns = {re.sub(r"[^a-z0-9]+", "_", c.lower()).strip("_") for f in q.file_info for c in f.columns}
+            related += any(w and w in f.rsplit(".", 1)[0] for f in q.files for w in columns)
+            assert all(f in q.text for f in q.files)
+        assert related == 8
+        stems = list(env.task.question.files)
+        env.reset(options={"task_id": info["task_id"]})
+        assert list(env.task.question.files) == stems
+        assert env.fingerprint.fields["invent_related"] == 1.0 and "invent_related" not in plain.fingerprint.fields
+    finally:
+        env.close()
+        plain.close()
+    test_plain, test_related = (gym.make(ENV_ID, **{**k, "split": "test"}).unwrapped for k in ({}, kw))
+    try:
+        test_plain.reset(seed=5)
+        test_related.reset(seed=5)
+        assert test_related.task.question.text == test_plain.task.question.text
+        assert "invent_related" not in test_related.fingerprint.fields
+    finally:
+        test_plain.close()
+        test_related.close()
+    report = run_episodes(ENV_ID, oracle_policy, episodes=12, concurrency=3, seed=7, env_kwargs=kw)
+    _assert_oracle_solves(report)
+    for bad, match in (({"invent_related": 0.5}, "invent_names"),
+                       ({"invent_names": 1.0, "invent_related": 1.5}, "invent_related"),
+                       ({"invent_names": 1.0, "invent_related": True}, "invent_related")):
+        with pytest.raises(ConfigError, match=match):
+            DataAnalysisV2Env(**bad)
+
+
 @pytest.mark.parametrize("max_turns", [1, 2])
 def test_an_unanswered_episode_still_says_which_template_and_tier_it_was(max_turns):
     """Per-template success rates are computed from the episode-end info: a truncated

@@ -158,3 +158,61 @@ def test_spelled_variants_use_only_the_pieces_and_spell_zero_replays_the_syllabl
 def test_spelling_needs_lowercase_pieces(pieces):
     with pytest.raises(ValueError, match="name pieces"):
         VariantConfig(invent_probability=1.0, spell_probability=0.5, spell_pieces=pieces)
+
+
+def _quotable_words(spec, v):
+    """The variant's final names of the columns a question may quote, as a file stem writes them."""
+    import re
+
+    return {re.sub(r"[^a-z0-9]+", "_", v.col(c).lower()).strip("_") for c in load_table(spec.name).columns
+            if c == spec.entity or c in spec.numeric or c in spec.category}
+
+
+def test_related_stems_hold_one_of_the_variants_own_columns_in_every_form():
+    """``relate_probability`` builds a made-up stem from one of the variant's own quotable
+    columns, as real files are named (``statecrime.csv`` holds ``state``): stems made of
+    syllables alone never share a word with a column, so a policy trained on them never
+    has to tell the file from the column. Each of the four forms occurs."""
+    spec = TABLES["linnerud_exercise"]
+    forms = Counter()
+    for seed in range(60):
+        v = variant("linnerud_exercise", seed, config=VariantConfig(invent_probability=1.0, relate_probability=1.0))
+        words = _quotable_words(spec, v)
+        held = [w for w in words if w in v.stem]
+        assert held and v.stem not in TABLES, (v.stem, words)
+        w = held[0]
+        forms["same" if v.stem == w else "plural" if v.stem == w + "s" else
+              "after" if v.stem.endswith("_" + w) else "before" if v.stem.startswith(w) else "?"] += 1
+        assert v.file in {f"{v.stem}.csv"} and v.stem == v.stem.lower()
+    assert set(forms) == {"same", "plural", "after", "before"} and min(forms.values()) >= 5, forms
+
+
+def test_relate_zero_draws_exactly_the_invented_variants_and_half_relates_some():
+    spec = TABLES["linnerud_exercise"]
+    for seed in range(5):
+        a = variant("linnerud_exercise", seed, config=VariantConfig(invent_probability=1.0))
+        b = variant("linnerud_exercise", seed, config=VariantConfig(invent_probability=1.0, relate_probability=0.0))
+        assert (a.data, a.file, a.renames) == (b.data, b.file, b.renames)
+    half = [variant("linnerud_exercise", s, config=VariantConfig(invent_probability=1.0, relate_probability=0.5))
+            for s in range(40)]
+    related = sum(any(w in v.stem for w in _quotable_words(spec, v)) for v in half)
+    assert 8 < related < 32, related
+    plain = variant("linnerud_exercise", 0, config=VariantConfig(relate_probability=1.0))
+    assert plain.file == "linnerud_exercise.csv"  # relates only invented stems
+    with pytest.raises(ValueError, match="relate_probability"):
+        VariantConfig(relate_probability=1.5)
+
+
+def test_two_variants_with_one_file_name_are_told_apart(monkeypatch):
+    """Two stems made from one shared, protected column (``year`` of nile and sunspots)
+    can be the same name; the second file must not overwrite the first."""
+    import tasks.data_analysis.generator as generator
+    from tasks.data_analysis.templates import Draw
+    from tasks.data_analysis.templates_v2 import TEMPLATES_V2
+
+    same = variant("nile", 0, config=VariantConfig(invent_probability=1.0))
+    monkeypatch.setattr(generator, "make_variant", lambda *a, **k: same)
+    join = next(t for t in TEMPLATES_V2 if "join" in t.id)
+    _, variants = generator.render_drawn(join, Draw(("nile", "nile"), {}, {}), np.random.default_rng(0), VariantConfig())
+    assert [v.file for v in variants] == [same.file, f"{same.stem}2.csv"]
+    assert variants[1].data == same.data
