@@ -156,7 +156,7 @@ def make_variant(
         if allow_rename:
             renames = _invented_renames(df, spec, renames, rng, spell)
         if config.relate_probability > 0 and rng.random() < config.relate_probability:
-            stem = related_stem(spec, [str(renames.get(c, c)) for c in df.columns if _quotable(spec, c)], rng, spell) or stem
+            stem = related_stem([str(renames.get(c, c)) for c in df.columns if _quotable(spec, c)], rng, spell) or stem
     df = df.rename(columns=renames)
     return TableVariant(spec=spec, data=table_csv(df), renames=renames, missing_rate=rate, rows=n, stem=stem)
 
@@ -171,7 +171,7 @@ _RELATED_FORMS = ("{c}", "{c}{w}", "{w}_{c}", "{c}s")
 a word before it (``seattle_weather``), its plural (``tips``)."""
 
 
-def related_stem(spec: TableSpec, columns: list[str], rng: np.random.Generator,
+def related_stem(columns: list[str], rng: np.random.Generator,
                  spell: Callable[[int, Any], str] = made_up_word) -> str | None:
     """A file stem holding one of ``columns`` (a variant's final names) in one of
     :data:`_RELATED_FORMS`, the other word made up by ``spell``; None when no column
