@@ -102,12 +102,12 @@ def render_drawn(
                      allow_missing=template.allow_missing, config=config)
         for name in draw.tables
     )
-    files: set[str] = set()
-    for i, v in enumerate(variants):
-        while v.file in files:  # two stems made from one shared column (``relate_probability``): "year.csv" twice
+    unique: list[TableVariant] = []
+    for v in variants:
+        while v.file in {u.file for u in unique}:  # two stems made from one shared column: "year.csv" twice
             v = dataclasses.replace(v, stem=v.file.removesuffix(".csv") + "2")
-        variants = variants[:i] + (v,) + variants[i + 1:]
-        files.add(v.file)
+        unique.append(v)
+    variants = tuple(unique)
     names = {k: variants[i].col(col) for k, (i, col) in draw.columns.items()}
     rq = RenderedQuestion(template, names, dict(draw.values), tuple(v.file for v in variants))
     return rq, variants

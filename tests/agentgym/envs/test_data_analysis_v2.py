@@ -24,6 +24,21 @@ def _assert_oracle_solves(report):
     assert [(e.task_id, e.info.get("score_reason")) for e in report.episodes if not e.success] == []
 
 
+def _assert_questions_unchanged(kwargs, split, absent=None):
+    """A training augmentation (``kwargs``) leaves ``split``'s questions (text and files)
+    as they are without it, and its ``absent`` field out of that env's fingerprint."""
+    plain, augmented = (gym.make(ENV_ID, **{**kw, "split": split}).unwrapped for kw in ({}, kwargs))
+    try:
+        plain.reset(seed=5)
+        augmented.reset(seed=5)
+        assert augmented.task.question.text == plain.task.question.text
+        assert augmented.task.question.files == plain.task.question.files
+        assert absent is None or absent not in augmented.fingerprint.fields
+    finally:
+        plain.close()
+        augmented.close()
+
+
 @pytest.mark.parametrize("split", ["train", "validation", "test"])
 def test_oracle_solves_each_split_through_process_sandbox(split):
     report = run_episodes(ENV_ID, oracle_policy, episodes=12, concurrency=3, seed=7,
@@ -103,15 +118,7 @@ def test_invent_names_renames_train_questions_only_and_the_oracle_still_solves_t
     finally:
         env.close()
     for split in ("validation", "test"):
-        plain, invented = (gym.make(ENV_ID, split=split, **kw).unwrapped for kw in ({}, {"invent_names": 1.0}))
-        try:
-            plain.reset(seed=5)
-            invented.reset(seed=5)
-            assert invented.task.question.text == plain.task.question.text
-            assert invented.task.question.files == plain.task.question.files
-        finally:
-            plain.close()
-            invented.close()
+        _assert_questions_unchanged({"invent_names": 1.0}, split)
     report = run_episodes(ENV_ID, oracle_policy, episodes=12, concurrency=3, seed=7,
                           env_kwargs={"split": "train", "invent_names": 1.0})
     _assert_oracle_solves(report)
@@ -143,16 +150,7 @@ def test_invent_spelled_spells_train_names_with_the_pieces_and_is_in_the_fingerp
     finally:
         env.close()
         syllables.close()
-    test_plain = gym.make(ENV_ID, split="test").unwrapped
-    test_spelled = gym.make(ENV_ID, **{**kw, "split": "test"}).unwrapped
-    try:
-        test_plain.reset(seed=5)
-        test_spelled.reset(seed=5)
-        assert test_spelled.task.question.text == test_plain.task.question.text
-        assert "name_pieces" not in test_spelled.fingerprint.fields
-    finally:
-        test_plain.close()
-        test_spelled.close()
+    _assert_questions_unchanged(kw, "test", absent="name_pieces")
     report = run_episodes(ENV_ID, oracle_policy, episodes=12, concurrency=3, seed=7, env_kwargs=kw)
     _assert_oracle_solves(report)
     for bad, match in (({"invent_spelled": 0.5}, "invent_names"),
@@ -189,15 +187,7 @@ def test_invent_related_names_train_files_after_their_own_columns_and_is_in_the_
     finally:
         env.close()
         plain.close()
-    test_plain, test_related = (gym.make(ENV_ID, **{**k, "split": "test"}).unwrapped for k in ({}, kw))
-    try:
-        test_plain.reset(seed=5)
-        test_related.reset(seed=5)
-        assert test_related.task.question.text == test_plain.task.question.text
-        assert "invent_related" not in test_related.fingerprint.fields
-    finally:
-        test_plain.close()
-        test_related.close()
+    _assert_questions_unchanged(kw, "test", absent="invent_related")
     report = run_episodes(ENV_ID, oracle_policy, episodes=12, concurrency=3, seed=7, env_kwargs=kw)
     _assert_oracle_solves(report)
     for bad, match in (({"invent_related": 0.5}, "invent_names"),
