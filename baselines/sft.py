@@ -21,7 +21,7 @@ from baselines.trajectory import Trajectory, collate
 if TYPE_CHECKING:
     from baselines.agent_loop import AgentLoopConfig
 
-__all__ = ["EarlyStop", "check_demonstrations_fit", "copy_warmup", "longest_turn", "minibatch_rows", "oracle_trajectories",
+__all__ = ["EarlyStop", "check_demonstrations_fit", "copy_loss", "copy_pool", "copy_rows", "copy_warmup", "longest_turn", "minibatch_rows", "oracle_trajectories",
            "sft_train", "turn_spans", "warmup_vocabulary"]
 
 
@@ -342,23 +342,40 @@ def copy_warmup(model: torch.nn.Module, vocabulary: Iterable[int], *, steps: int
     """
     model.train()
     opt, sched = _optimizer(model, lr)
-    pool = torch.tensor(sorted(set(int(v) for v in vocabulary)), dtype=torch.long)
-    if len(pool) < 2:
-        raise ValueError(f"Expected a vocabulary of at least 2 token ids to copy, actual: {len(pool)}")
+    pool = copy_pool(vocabulary)
     gen = torch.Generator().manual_seed(seed)
     losses = []
     for _ in range(steps):
-        span, gap = int(torch.randint(8, max_span + 1, (1,), generator=gen)), int(torch.randint(0, max_span + 1, (1,), generator=gen))
-        x = pool[torch.randint(len(pool), (batch_size, span), generator=gen)]
-        g = pool[torch.randint(len(pool), (batch_size, gap), generator=gen)]
-        ids = torch.cat([x, g, x], dim=1).to(device)
-        logits = model(input_ids=ids).logits[:, -span:-1].float()  # position t predicts token t+1
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, -span + 1:].reshape(-1))
+        ids, span = copy_rows(pool, batch_size, gen, max_span)
+        loss = copy_loss(model, ids.to(device), span)
         _update(model, opt, sched, loss)
         losses.append(float(loss.detach()))
         if until_loss is not None and len(losses) >= 20 and sum(losses[-20:]) / 20 < until_loss:
             break
     return losses
+
+
+def copy_pool(vocabulary: Iterable[int]) -> torch.Tensor:
+    """The distinct token ids of ``vocabulary``, sorted: what :func:`copy_rows` draws from."""
+    pool = torch.tensor(sorted(set(int(v) for v in vocabulary)), dtype=torch.long)
+    if len(pool) < 2:
+        raise ValueError(f"Expected a vocabulary of at least 2 token ids to copy, actual: {len(pool)}")
+    return pool
+
+
+def copy_rows(pool: torch.Tensor, batch_size: int, gen: torch.Generator, max_span: int = 40) -> tuple[torch.Tensor, int]:
+    """``batch_size`` rows of ``span, gap, span`` random tokens from ``pool`` and the span's
+    length (8 to ``max_span``; the gap 0 to ``max_span``, both drawn per call)."""
+    span, gap = int(torch.randint(8, max_span + 1, (1,), generator=gen)), int(torch.randint(0, max_span + 1, (1,), generator=gen))
+    x = pool[torch.randint(len(pool), (batch_size, span), generator=gen)]
+    g = pool[torch.randint(len(pool), (batch_size, gap), generator=gen)]
+    return torch.cat([x, g, x], dim=1), span
+
+
+def copy_loss(model: torch.nn.Module, ids: torch.Tensor, span: int) -> torch.Tensor:
+    """Mean NLL of the repeated span after its first token (:func:`copy_warmup`'s loss)."""
+    logits = model(input_ids=ids).logits[:, -span:-1].float()  # position t predicts token t+1
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, -span + 1:].reshape(-1))
 
 
 def _optimizer(model: torch.nn.Module, lr: float, decay: Callable[[int], float] | None = None):

@@ -216,7 +216,8 @@ class Trainer:
         stale_correction = config.rollout.max_staleness > 0 and config.algo.mismatch.mode != "none"
         self.versions = PolicyVersions(keep=config.rollout.max_staleness + 1) if stale_correction else None
         self.updater = PolicyUpdater(self.model, self.optimizer, self.ewma, config.algo, self.info, config.rollout.temperature,
-                                     compute_dtype=self.compute_dtype, versions=self.versions, reference=self.reference)
+                                     compute_dtype=self.compute_dtype, versions=self.versions, reference=self.reference,
+                                     copy_vocabulary=self._copy_vocabulary())
         n_local = self._local_tasks(config.rollout.tasks_per_step)
         envs = make_rollout_envs(config.env.id, self.env_kwargs,
                                  (config.rollout.max_staleness + 1) * n_local * config.rollout.group_size,
@@ -352,6 +353,13 @@ class Trainer:
         if self.info.is_main:  # the SFT start, loadable with model.path=... sft.episodes=0 (one SFT, many RL runs)
             policy.save_pretrained(self.run_dir / "sft_model")
             self.tokenizer.save_pretrained(self.run_dir / "sft_model")
+
+    def _copy_vocabulary(self) -> list[int] | None:
+        """Every token id but the special ones, for ``algo.copy_coef``'s copy loss (None when 0)."""
+        if self.config.algo.copy_coef == 0:
+            return None
+        special = set(self.tokenizer.all_special_ids)
+        return [i for i in range(len(self.tokenizer)) if i not in special]
 
     def _make_ewma(self, policy: torch.nn.Module) -> EWMAModel | None:
         algo = self.config.algo

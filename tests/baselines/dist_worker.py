@@ -104,15 +104,16 @@ def main(strategy: str, out: str, case: str = "unequal") -> None:
         shard_like(ewma.module, info)
     wrapped = wrap_model(model, info)
     opt = torch.optim.AdamW(wrapped.parameters(), lr=1e-2)
-    algo = AlgoConfig(proximal="ewma", epochs=2, num_minibatches=2 if case in ("minibatches", "stale_mis") else 1,
-                      micro_batch_size=2, lr=1e-2, imp_samp_max=3.0,
+    algo = AlgoConfig(proximal="ewma", epochs=2, num_minibatches=2 if case in ("minibatches", "stale_mis", "copy") else 1,
+                      micro_batch_size=2, lr=1e-2, imp_samp_max=3.0, copy_coef=0.5 if case == "copy" else 0.0,
                       mismatch=MismatchConfig(mode="mis" if case == "stale_mis" else "none", mis_low=0.2, mis_high=5.0))
     versions = _versions(unwrap_model(wrapped)) if case == "stale_mis" else None
     batch = make_batch(case)
     if info.world_size > 1:  # rank 0: rows 0..2, rank 1: rows 3..4 (unequal on purpose), or none
         rows = torch.arange(0, 3) if info.rank == 0 else torch.arange(3, len(batch))
         batch = batch.select(rows)
-    metrics = PolicyUpdater(wrapped, opt, ewma, algo, info, versions=versions).update(batch, generator=torch.Generator().manual_seed(0))
+    copy_vocabulary = list(range(1, 64)) if case == "copy" else None
+    metrics = PolicyUpdater(wrapped, opt, ewma, algo, info, versions=versions, copy_vocabulary=copy_vocabulary).update(batch, generator=torch.Generator().manual_seed(0))
     state = {k: v.detach().clone() for k, v in full_state_dict(wrapped, info).items()}
     if info.strategy == "fsdp2":
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
@@ -122,7 +123,8 @@ def main(strategy: str, out: str, case: str = "unequal") -> None:
         ewma_state = ewma.module.state_dict()
     if info.rank == 0:
         torch.save({"policy": state, "ewma": {k: v.detach().clone() for k, v in ewma_state.items()}, "loss": metrics["loss/policy"],
-                    "optimizer_steps": metrics["train/optimizer_steps"], "entropy": metrics["policy/entropy"]}, out)
+                    "optimizer_steps": metrics["train/optimizer_steps"], "entropy": metrics["policy/entropy"],
+                    "copy": metrics.get("loss/copy")}, out)
     if info.world_size > 1:
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()

@@ -80,17 +80,22 @@ def test_a_rank_with_nothing_to_learn_joins_the_step_of_a_rank_that_has(strategy
 
 
 @pytest.mark.parametrize("strategy, case", [("ddp", "minibatches"), ("fsdp2", "minibatches"), ("ddp", "stale_mis"),
-                                            ("fsdp2", "stale_mis")])
+                                            ("fsdp2", "stale_mis"), ("ddp", "copy"), ("fsdp2", "copy")])
 def test_two_processes_equal_one_with_several_minibatches(strategy, case, tmp_path):
     """num_minibatches=2 over an unequal 3/2 split: each minibatch must hold the same rows
     as in one process (one permutation of the global batch, each rank its rows of it),
     or the two optimiser steps see different data. ``stale_mis`` adds MIS on rows sampled
-    one version ago, all on rank 0: the pass at that version is collective."""
+    one version ago, all on rank 0: the pass at that version is collective. ``copy`` adds
+    ``algo.copy_coef``'s loss: every rank copies the same rows and its gradient, accumulated
+    unsynchronised before the policy's micro-batches, is averaged once with theirs."""
     ref = _run("none", 1, tmp_path / "ref.pt", case)
     dist = _run(strategy, 2, tmp_path / f"{strategy}.pt", case)
     assert dist["optimizer_steps"] == ref["optimizer_steps"] == 4  # 2 epochs x 2 minibatches
     assert dist["loss"] == pytest.approx(ref["loss"], rel=1e-5, abs=1e-6)
     assert dist["entropy"] == pytest.approx(ref["entropy"], rel=1e-5, abs=1e-6)
+    assert (ref["copy"] is None) == (case != "copy")
+    if case == "copy":
+        assert dist["copy"] == pytest.approx(ref["copy"], rel=1e-5)
     for name, want in ref["policy"].items():
         torch.testing.assert_close(dist["policy"][name], want, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
     for name, want in ref["ewma"].items():
