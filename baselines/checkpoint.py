@@ -78,12 +78,24 @@ def _optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer, info: D
     return optimizer.state_dict()
 
 
+def _load_optimizer(model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any], info: DistInfo) -> None:
+    if info.strategy == "fsdp2":
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+        set_optimizer_state_dict(model, optimizer, state, options=StateDictOptions(full_state_dict=True))
+    else:
+        optimizer.load_state_dict(state)
+
+
 def save_checkpoint(path: str | Path, *, model: nn.Module, optimizer: torch.optim.Optimizer, ewma: EWMAModel | None,
-                    step: int, info: DistInfo = DistInfo(), extra: dict[str, Any] | None = None) -> Path:
-    """Save everything needed to continue training at ``step`` (collective under FSDP2)."""
+                    step: int, info: DistInfo = DistInfo(), extra: dict[str, Any] | None = None,
+                    copy_optimizer: torch.optim.Optimizer | None = None) -> Path:
+    """Save everything needed to continue training at ``step`` (collective under FSDP2);
+    ``copy_optimizer`` is ``algo.copy_lr``'s, when the run has one."""
     path = Path(path)
     policy = {k: v.detach().cpu() for k, v in full_state_dict(model, info).items()}
     optim = _optimizer_state(model, optimizer, info)
+    copy_optim = _optimizer_state(model, copy_optimizer, info) if copy_optimizer is not None else None
     ewma_state = None
     if ewma is not None:
         ewma_state = ewma.state_dict()
@@ -99,6 +111,8 @@ def save_checkpoint(path: str | Path, *, model: nn.Module, optimizer: torch.opti
     tmp.mkdir(parents=True)
     torch.save(policy, tmp / "policy.pt")
     torch.save(optim, tmp / "optimizer.pt")
+    if copy_optim is not None:
+        torch.save(copy_optim, tmp / "copy_optimizer.pt")
     torch.save(ewma_state, tmp / "ewma.pt")
     torch.save({"step": step, "rng_per_rank": rngs, "extra": extra or {}}, tmp / "trainer.pt")
     shutil.rmtree(path, ignore_errors=True)
@@ -107,10 +121,10 @@ def save_checkpoint(path: str | Path, *, model: nn.Module, optimizer: torch.opti
 
 
 def load_checkpoint(path: str | Path, *, model: nn.Module, optimizer: torch.optim.Optimizer, ewma: EWMAModel | None,
-                    info: DistInfo = DistInfo()) -> dict[str, Any]:
+                    info: DistInfo = DistInfo(), copy_optimizer: torch.optim.Optimizer | None = None) -> dict[str, Any]:
     """Restore a checkpoint written by :func:`save_checkpoint`; returns ``{"step", "extra"}``."""
     path = Path(path)
-    needed = ["policy.pt", "optimizer.pt", "ewma.pt", "trainer.pt"]
+    needed = ["policy.pt", "optimizer.pt", "ewma.pt", "trainer.pt"] + (["copy_optimizer.pt"] if copy_optimizer is not None else [])
     missing = [n for n in needed if not (path / n).exists()]
     if missing:
         raise CheckpointError(f"Checkpoint {path} lacks {missing}; it is incomplete or not a baselines checkpoint.")
@@ -125,6 +139,8 @@ def load_checkpoint(path: str | Path, *, model: nn.Module, optimizer: torch.opti
     else:
         getattr(model, "module", model).load_state_dict(policy)
         optimizer.load_state_dict(optim)
+    if copy_optimizer is not None:
+        _load_optimizer(model, copy_optimizer, torch.load(path / "copy_optimizer.pt", map_location="cpu", weights_only=False), info)
     ewma_state = torch.load(path / "ewma.pt", map_location="cpu", weights_only=False)
     if ewma is not None:
         if ewma_state is None:

@@ -241,12 +241,13 @@ class AlgoConfig(_Section):
     """Weight of a per-token KL penalty to the weights RL starts from (the SFT start, or
     ``model.path``; :mod:`baselines.loss`): keeps a small policy near what it imitated
     while RL sharpens it. 0 keeps no reference copy."""
-    copy_coef: Real = Field(0.0, ge=0)
-    """Weight of a copy loss on random token spans over the whole tokenizer, added to
-    every optimiser step (PPO-ptx with a copy task: ``baselines.update.PolicyUpdater._copy_step``):
-    keeps the model copying tokens that only held-out questions hold. 0: none."""
+    copy_lr: Real = Field(0.0, ge=0)
+    """lr of a copy task on random token spans over the whole tokenizer, one step of it
+    after every policy step on an AdamW of its own (PPO-ptx with a copy task:
+    ``baselines.update.PolicyUpdater._copy_step``): keeps the model copying tokens that
+    only held-out questions hold. 0: none."""
     copy_batch_size: StrictInt = Field(16, ge=1)
-    """Rows of that copy loss per optimiser step."""
+    """Rows of that copy task per step."""
     mismatch: MismatchConfig = Field(default_factory=MismatchConfig)
     """Checked by :class:`~baselines.mismatch.MismatchConfig` itself (a dataclass)."""
 

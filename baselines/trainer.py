@@ -227,7 +227,8 @@ class Trainer:
                                     config=config_to_dict(config)) if self.info.is_main else None
         self.watch = make_reward_watch(config, self.run_dir, self.info.is_main, self.env_kwargs)  # reward-jump alarm
         if self._resuming():
-            self.step = load_checkpoint(self.run_dir / "checkpoint", model=self.model, optimizer=self.optimizer, ewma=self.ewma, info=self.info)["step"]
+            self.step = load_checkpoint(self.run_dir / "checkpoint", model=self.model, optimizer=self.optimizer, ewma=self.ewma, info=self.info,
+                                        copy_optimizer=self.updater.copy_optimizer)["step"]
         rollout_class = TeamRollout if config.env.is_team else AsyncRollout
         self.loop = rollout_class(envs, self.engine, self.chat, self._loop_config(config.rollout.temperature, config.rollout.drift_check_frac),
                                  AsyncRolloutConfig(config.rollout.max_staleness, config.rollout.step_timeout_s), n_local,
@@ -355,8 +356,8 @@ class Trainer:
             self.tokenizer.save_pretrained(self.run_dir / "sft_model")
 
     def _copy_vocabulary(self) -> list[int] | None:
-        """Every token id but the special ones, for ``algo.copy_coef``'s copy loss (None when 0)."""
-        if self.config.algo.copy_coef == 0:
+        """Every token id but the special ones, for ``algo.copy_lr``'s copy task (None when 0)."""
+        if self.config.algo.copy_lr == 0:
             return None
         special = set(self.tokenizer.all_special_ids)
         return [i for i in range(len(self.tokenizer)) if i not in special]
@@ -557,6 +558,7 @@ class Trainer:
 
     def save(self) -> Path:
         return save_checkpoint(self.run_dir / "checkpoint", model=self.model, optimizer=self.optimizer, ewma=self.ewma,
+                               copy_optimizer=self.updater.copy_optimizer,
                                step=self.step, info=self.info)
 
     def save_model(self, path: Path) -> Path:

@@ -105,7 +105,7 @@ def main(strategy: str, out: str, case: str = "unequal") -> None:
     wrapped = wrap_model(model, info)
     opt = torch.optim.AdamW(wrapped.parameters(), lr=1e-2)
     algo = AlgoConfig(proximal="ewma", epochs=2, num_minibatches=2 if case in ("minibatches", "stale_mis", "copy") else 1,
-                      micro_batch_size=2, lr=1e-2, imp_samp_max=3.0, copy_coef=0.5 if case == "copy" else 0.0,
+                      micro_batch_size=2, lr=1e-2, imp_samp_max=3.0, copy_lr=1e-2 if case == "copy" else 0.0,
                       mismatch=MismatchConfig(mode="mis" if case == "stale_mis" else "none", mis_low=0.2, mis_high=5.0))
     versions = _versions(unwrap_model(wrapped)) if case == "stale_mis" else None
     batch = make_batch(case)

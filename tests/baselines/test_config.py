@@ -118,7 +118,7 @@ def test_the_numeric_keys_are_all_found():
     assert len(NUMERIC_KEYS) == 65 and {"steps", "threads", "rollout.vllm.max_model_len", "algo.mismatch.tis_cap",
                                         "model.tiny.vocab_size", "sft.stop_success", "sft.counterfactual", "sft.invent",
                                         "sft.observation_weight", "sft.copy_warmup", "sft.stop_patience", "algo.kl_coef", "sft.recovery", "sft.length_groups", "sft.invent_spelled",
-                                        "algo.copy_coef", "algo.copy_batch_size"} <= set(NUMERIC_KEYS)
+                                        "algo.copy_lr", "algo.copy_batch_size"} <= set(NUMERIC_KEYS)
 
 
 def _names_the_key(message, key):

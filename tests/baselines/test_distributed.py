@@ -86,8 +86,7 @@ def test_two_processes_equal_one_with_several_minibatches(strategy, case, tmp_pa
     as in one process (one permutation of the global batch, each rank its rows of it),
     or the two optimiser steps see different data. ``stale_mis`` adds MIS on rows sampled
     one version ago, all on rank 0: the pass at that version is collective. ``copy`` adds
-    ``algo.copy_coef``'s loss: every rank copies the same rows and its gradient, accumulated
-    unsynchronised before the policy's micro-batches, is averaged once with theirs."""
+    ``algo.copy_lr``'s copy step after each policy step: every rank copies the same rows."""
     ref = _run("none", 1, tmp_path / "ref.pt", case)
     dist = _run(strategy, 2, tmp_path / f"{strategy}.pt", case)
     assert dist["optimizer_steps"] == ref["optimizer_steps"] == 4  # 2 epochs x 2 minibatches

@@ -257,3 +257,23 @@ def test_env_name_pieces_spell_the_rollouts_train_names_with_the_tokenizers_piec
         assert words and all(spelled.fullmatch(w) for w in words), words
     finally:
         trainer.close()
+
+
+def test_the_copy_task_steps_beside_ppo_and_its_optimiser_is_checkpointed(tmp_path, trained_model_dir):
+    """algo.copy_lr: each optimiser step reports a copy loss, and a resumed run gets the
+    copy task's AdamW moments back (not fresh ones, which would take larger first steps)."""
+    extra = ("algo.copy_lr=1e-3", "algo.copy_batch_size=2")
+    trainer = Trainer(_config(tmp_path, trained_model_dir, steps=2, extra=extra))
+    trainer.train()
+    trainer.close()
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    stepped = [r for r in rows if r["train/optimizer_steps"] > 0]
+    assert stepped, [r["train/dropped_zero_adv_frac"] for r in rows]  # else nothing below is tested
+    assert all(r["loss/copy"] > 0 for r in stepped)
+    saved = {k: v.clone() for k, v in trainer.updater.copy_optimizer.state_dict()["state"][0].items()}
+    assert saved["step"] > 0
+    resumed = Trainer(_config(tmp_path, trained_model_dir, steps=3, resume=True, extra=extra))
+    restored = resumed.updater.copy_optimizer.state_dict()["state"][0]
+    for key, value in saved.items():
+        assert torch.equal(restored[key], value), key
+    resumed.close()

@@ -335,41 +335,45 @@ def test_tied_head_gets_the_full_logits_gradient_on_every_vocabulary_row(compute
     assert absent.any() and bool((tied.abs().amax(dim=1) > 0).all())  # every row, absent tokens' too
 
 
-def test_copy_coef_adds_its_share_of_the_copy_gradient_to_the_policy_step():
-    """PPO-ptx with a copy task: one SGD step with ``copy_coef`` moves the weights by the
-    policy-only step plus ``-lr * copy_coef * grad(copy loss)`` on the copy rows the
-    update drew, whose loss it reports; a run without it computes no copy loss."""
+def test_copy_lr_takes_a_copy_step_on_its_own_adam_after_the_policy_step():
+    """PPO-ptx with a copy task: an update with ``copy_lr`` leaves the weights where the
+    policy-only update leaves them plus one AdamW step at ``copy_lr`` on the copy rows
+    it drew (whose loss it reports), so the policy's own step is unchanged; a run
+    without it computes no copy loss."""
     import copy
 
     from baselines.sft import copy_loss, copy_pool, copy_rows
 
-    vocabulary, coef, seed = list(range(1, 64)), 0.5, 7
+    vocabulary, copy_lr, seed = list(range(1, 64)), 1e-2, 7
     start = _model()
     after = {}
-    for c in (0.0, coef):
+    for lr in (0.0, copy_lr):
         model = copy.deepcopy(start)
-        algo = AlgoConfig(proximal="behaviour", num_minibatches=1, micro_batch_size=2, max_grad_norm=1e9, copy_coef=c, copy_batch_size=4)
-        updater = PolicyUpdater(model, torch.optim.SGD(model.parameters(), lr=1.0), None, algo, copy_vocabulary=vocabulary if c else None)
+        algo = AlgoConfig(proximal="behaviour", num_minibatches=1, micro_batch_size=2, copy_lr=lr, copy_batch_size=4)
+        updater = PolicyUpdater(model, torch.optim.SGD(model.parameters(), lr=0.5), None, algo, copy_vocabulary=vocabulary if lr else None)
         metrics = updater.update(_batch([1.0, -1.0, 1.0, -1.0]), generator=torch.Generator().manual_seed(seed))
         assert metrics["train/optimizer_steps"] == 1
-        assert ("loss/copy" in metrics) == (c > 0)
-        after[c] = (dict(model.named_parameters()), metrics)
+        assert ("loss/copy" in metrics) == (lr > 0)
+        after[lr] = (model, metrics)
+    policy_only, mixed = after[0.0][0], after[copy_lr][0]
     # the rows the update drew: a seed from the minibatch generator, then copy_rows
     copy_seed = int(torch.randint(0, 2**31 - 1, (1,), generator=torch.Generator().manual_seed(seed)).item())
     ids, span = copy_rows(copy_pool(vocabulary), 4, torch.Generator().manual_seed(copy_seed))
-    reference = copy.deepcopy(start).train()
-    loss = copy_loss(reference, ids, span)
+    expected = copy.deepcopy(policy_only).train()
+    opt = torch.optim.AdamW(expected.parameters(), lr=copy_lr, weight_decay=0.0)
+    loss = copy_loss(expected, ids, span)
     loss.backward()
-    assert after[coef][1]["loss/copy"] == pytest.approx(float(loss.detach()), rel=1e-5)
+    torch.nn.utils.clip_grad_norm_(expected.parameters(), 1.0)
+    opt.step()
+    assert after[copy_lr][1]["loss/copy"] == pytest.approx(float(loss.detach()), rel=1e-5)
     moved = 0
-    for name, p in reference.named_parameters():
-        delta = after[coef][0][name].detach() - after[0.0][0][name].detach()
-        torch.testing.assert_close(delta, -coef * p.grad, rtol=1e-3, atol=1e-5, msg=lambda m: f"{name}: {m}")
-        moved += int(p.grad.abs().max() > 0)
+    for (name, want), got, before in zip(expected.named_parameters(), mixed.parameters(), policy_only.parameters()):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6, msg=lambda m: f"{name}: {m}")
+        moved += int(not torch.equal(got, before))
     assert moved > 0
 
 
-def test_copy_coef_without_a_vocabulary_is_refused():
+def test_copy_lr_without_a_vocabulary_is_refused():
     model = _model()
     with pytest.raises(ValueError, match="copy_vocabulary"):
-        PolicyUpdater(model, torch.optim.AdamW(model.parameters(), lr=1e-2), None, AlgoConfig(proximal="behaviour", copy_coef=0.1))
+        PolicyUpdater(model, torch.optim.AdamW(model.parameters(), lr=1e-2), None, AlgoConfig(proximal="behaviour", copy_lr=0.1))
