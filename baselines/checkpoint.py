@@ -126,6 +126,9 @@ def load_checkpoint(path: str | Path, *, model: nn.Module, optimizer: torch.opti
     path = Path(path)
     needed = ["policy.pt", "optimizer.pt", "ewma.pt", "trainer.pt"] + (["copy_optimizer.pt"] if copy_optimizer is not None else [])
     missing = [n for n in needed if not (path / n).exists()]
+    if missing == ["copy_optimizer.pt"]:
+        raise CheckpointError(f"Checkpoint {path} was saved by a run without algo.copy_lr; resume it with the copy "
+                              "task off (algo.copy_lr=0), or start a new run.")
     if missing:
         raise CheckpointError(f"Checkpoint {path} lacks {missing}; it is incomplete or not a baselines checkpoint.")
     policy = torch.load(path / "policy.pt", map_location="cpu", weights_only=False)

@@ -245,7 +245,8 @@ class AlgoConfig(_Section):
     """lr of a copy task on random token spans over the whole tokenizer, one step of it
     after every policy step on an AdamW of its own (PPO-ptx with a copy task:
     ``baselines.update.PolicyUpdater._copy_step``): keeps the model copying tokens that
-    only held-out questions hold. 0: none."""
+    only held-out questions hold. Its AdamW holds two more copies of the weights' size.
+    0: none."""
     copy_batch_size: StrictInt = Field(16, ge=1)
     """Rows of that copy task per step."""
     mismatch: MismatchConfig = Field(default_factory=MismatchConfig)

@@ -277,3 +277,7 @@ def test_the_copy_task_steps_beside_ppo_and_its_optimiser_is_checkpointed(tmp_pa
     for key, value in saved.items():
         assert torch.equal(restored[key], value), key
     resumed.close()
+    (tmp_path / "run" / "checkpoint" / "copy_optimizer.pt").unlink()  # as a run without the copy task saves it
+    from baselines.checkpoint import CheckpointError
+    with pytest.raises(CheckpointError, match="without algo.copy_lr"):
+        Trainer(_config(tmp_path, trained_model_dir, steps=3, resume=True, extra=extra))
