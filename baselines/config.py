@@ -243,7 +243,7 @@ class AlgoConfig(_Section):
     while RL sharpens it. 0 keeps no reference copy."""
     copy_lr: Real = Field(0.0, ge=0)
     """lr of a copy task on random token spans over the whole tokenizer, one step of it
-    after every policy step on an AdamW of its own (PPO-ptx with a copy task:
+    after every policy step on an AdamW of its own (after PPO-ptx, with a copy task:
     ``baselines.update.PolicyUpdater._copy_step``): keeps the model copying tokens that
     only held-out questions hold. Its AdamW holds two more copies of the weights' size.
     0: none."""

@@ -374,7 +374,7 @@ def copy_rows(pool: torch.Tensor, batch_size: int, gen: torch.Generator, max_spa
 
 def copy_loss(model: torch.nn.Module, ids: torch.Tensor, span: int) -> torch.Tensor:
     """Mean NLL of the repeated span after its first token (:func:`copy_warmup`'s loss)."""
-    logits = model(input_ids=ids).logits[:, -span:-1].float()  # position t predicts token t+1
+    logits = model(input_ids=ids, use_cache=False).logits[:, -span:-1].float()  # position t predicts token t+1
     return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, -span + 1:].reshape(-1))
 
 

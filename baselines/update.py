@@ -19,7 +19,9 @@ a fixed batch. Order of operations, per training step:
 2. For each epoch, for each minibatch (one optimiser step each): ``log pi_prox`` from the
    EWMA model as it is *now* (plain PPO: the behaviour log-probs), the loss of
    :mod:`baselines.loss` accumulated over micro-batches, gradient clipping, the optimiser
-   step, then the EWMA update.
+   step, with ``algo.copy_lr`` one step of the copy task on its own optimiser
+   (:meth:`PolicyUpdater._copy_step`), then the EWMA update (so the proximal policy
+   follows the weights as both steps left them).
 
 Every forward projects hidden states onto the vocabulary only from the first generated
 position of its micro-batch on (``first_target`` of :func:`sequence_logprobs`): prompt
@@ -319,8 +321,9 @@ class PolicyUpdater:
         induction head that only a task over every token keeps (Olsson et al., 2022).
         Imitation alone wore it down (measured on DataAnalysis: the copy NLL of random
         spans over the whole vocabulary 0.5 after the warm-up, 2.0 after SFT). Training a
-        fixed task beside PPO is InstructGPT's PPO-ptx (Ouyang et al., 2022), with the copy
-        task in place of pretraining text. Its loss is not added to the policy's: the copy
+        fixed task beside PPO follows InstructGPT's PPO-ptx (Ouyang et al., 2022), with the
+        copy task in place of pretraining text, but PPO-ptx adds its loss to PPO's and this
+        does not: the copy
         gradient is ten times the policy's norm (7 against 0.6 at the DataAnalysis SFT start),
         so in one Adam it took most of every step and shrank the policy's (measured: with
         a 0.1 weight, held-out success at step 30 as without it). A separate optimiser keeps

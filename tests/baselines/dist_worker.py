@@ -12,7 +12,9 @@ or WORLD_SIZE=1 for the single-process reference). CASE:
 * ``minibatches``: as ``unequal`` with ``num_minibatches=2``, so which rows share an
   optimiser step depends on how the batch is partitioned (one global permutation);
 * ``stale_mis``: as ``minibatches`` under MIS, rows 0-1 (rank 0's) sampled one policy
-  version ago: only rank 0 has rows for the pass at the old version, rank 1 joins it.
+  version ago: only rank 0 has rows for the pass at the old version, rank 1 joins it;
+* ``copy``: as ``minibatches`` with ``algo.copy_lr``: a copy-task step after each policy
+  step, on its own AdamW, the same rows on every rank.
 """
 
 from __future__ import annotations
