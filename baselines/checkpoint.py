@@ -79,6 +79,7 @@ def _optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer, info: D
 
 
 def _load_optimizer(model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any], info: DistInfo) -> None:
+    """The inverse of :func:`_optimizer_state` (collective under FSDP2), once the model's weights are loaded."""
     if info.strategy == "fsdp2":
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
 
@@ -134,14 +135,12 @@ def load_checkpoint(path: str | Path, *, model: nn.Module, optimizer: torch.opti
     policy = torch.load(path / "policy.pt", map_location="cpu", weights_only=False)
     optim = torch.load(path / "optimizer.pt", map_location="cpu", weights_only=False)
     if info.strategy == "fsdp2":
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict, set_optimizer_state_dict
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 
-        opts = StateDictOptions(full_state_dict=True)
-        set_model_state_dict(model, policy, options=opts)
-        set_optimizer_state_dict(model, optimizer, optim, options=opts)
+        set_model_state_dict(model, policy, options=StateDictOptions(full_state_dict=True))
     else:
         getattr(model, "module", model).load_state_dict(policy)
-        optimizer.load_state_dict(optim)
+    _load_optimizer(model, optimizer, optim, info)
     if copy_optimizer is not None:
         _load_optimizer(model, copy_optimizer, torch.load(path / "copy_optimizer.pt", map_location="cpu", weights_only=False), info)
     ewma_state = torch.load(path / "ewma.pt", map_location="cpu", weights_only=False)

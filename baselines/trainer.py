@@ -359,8 +359,9 @@ class Trainer:
         """Every token id but the special ones, for ``algo.copy_lr``'s copy task (None when 0)."""
         if self.config.algo.copy_lr == 0:
             return None
-        special = set(self.tokenizer.all_special_ids)
-        return [i for i in range(len(self.tokenizer)) if i not in special]
+        from baselines.sft import warmup_vocabulary
+
+        return warmup_vocabulary("tokenizer", (), vocab_size=len(self.tokenizer), special_ids=self.tokenizer.all_special_ids)
 
     def _make_ewma(self, policy: torch.nn.Module) -> EWMAModel | None:
         algo = self.config.algo

@@ -323,10 +323,9 @@ class PolicyUpdater:
         spans over the whole vocabulary 0.5 after the warm-up, 2.0 after SFT). Training a
         fixed task beside PPO follows InstructGPT's PPO-ptx (Ouyang et al., 2022), with the
         copy task in place of pretraining text, but PPO-ptx adds its loss to PPO's and this
-        does not: the copy
-        gradient is ten times the policy's norm (7 against 0.6 at the DataAnalysis SFT start),
-        so in one Adam it took most of every step and shrank the policy's (measured: with
-        a 0.1 weight, held-out success at step 30 as without it). A separate optimiser keeps
+        does not: the copy gradient is ten times the policy's norm (7 against 0.6 at the
+        DataAnalysis SFT start), so in one Adam it took most of every step and shrank the
+        policy's (measured: with a 0.1 weight, held-out success at step 30 as without it). A separate optimiser keeps
         the policy's steps what ``lr`` makes them and sets the copy task's by ``copy_lr``:
 
         .. math:: \theta \leftarrow \theta - \text{Adam}_{\text{lr}}(\nabla \mathcal{L}^{\text{PPO-EWMA}}),\qquad
