@@ -314,6 +314,7 @@ class AsyncRollout:
             **{f"rollout/{k}": float(v) for k, v in self._counts.items()},
         })
         batch = finish_batch(trajs, Telemetry.merged(g.telemetry for g in groups), stats, stats["rollout/window_s"])
+        batch.task_seeds = [g.task_seed for g in groups]
         # Engine throughput over the window: tokens of every call, not only this batch's groups.
         stats["rollout/tokens_per_s"] = stats["rollout/window_generated_tokens"] / stats["rollout/gen_s"] if stats["rollout/gen_s"] > 0 else 0.0
         return batch

@@ -195,6 +195,11 @@ class RolloutConfig(_Section):
     """Ray env workers with ``fleet: ray``; the rollout's envs are spread evenly over them."""
     fleet_address: StrictStr = "auto"
     """The Ray cluster with ``fleet: ray``: ``auto``, ``local`` (a new local instance) or an address."""
+    replay_frac: Real = Field(0.0, ge=0, le=1)
+    """Share of each step's tasks replayed from a buffer of tasks whose last group's rewards
+    differed (:mod:`baselines.task_replay`); 0 draws every task fresh."""
+    replay_uses: StrictInt = Field(4, ge=1)
+    """Replays of one task before it is retired (``replay_frac`` > 0)."""
     vllm: VLLMConfig = Field(default_factory=VLLMConfig)
 
     @model_validator(mode="after")

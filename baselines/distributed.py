@@ -18,13 +18,13 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-__all__ = ["DistInfo", "Strategy", "init_distributed", "wrap_model", "unwrap_model", "full_state_dict", "all_reduce_sum", "all_reduce_max", "all_gather_counts", "shard_like", "local_shard", "reshard"]
+__all__ = ["DistInfo", "Strategy", "init_distributed", "wrap_model", "unwrap_model", "full_state_dict", "all_reduce_sum", "all_reduce_max", "all_gather_counts", "all_gather_lists", "shard_like", "local_shard", "reshard"]
 
 Strategy = Literal["none", "ddp", "fsdp2"]
 
@@ -141,6 +141,15 @@ def all_gather_counts(value: int, info: DistInfo) -> list[int]:
     t[info.rank] = float(value)
     dist.all_reduce(t)
     return [int(v) for v in t.tolist()]
+
+
+def all_gather_lists(values: list[Any], info: DistInfo) -> list[Any]:
+    """Every process's ``values`` concatenated in rank order; ``values`` in one process."""
+    if not info.enabled:
+        return list(values)
+    gathered: list[Any] = [None] * info.world_size
+    dist.all_gather_object(gathered, list(values))
+    return [v for part in gathered for v in part]
 
 
 def local_shard(t: torch.Tensor) -> torch.Tensor:

@@ -36,7 +36,7 @@ from baselines.async_rollout import AsyncRollout, AsyncRolloutConfig
 from baselines.chat_tokens import ChatTokenizer
 from baselines.checkpoint import load_checkpoint, save_checkpoint
 from baselines.config import TrainConfig, config_to_dict
-from baselines.distributed import DistInfo, all_reduce_sum, full_state_dict, init_distributed, shard_like, unwrap_model, wrap_model
+from baselines.distributed import DistInfo, all_gather_lists, all_reduce_sum, full_state_dict, init_distributed, shard_like, unwrap_model, wrap_model
 from baselines.engines.base import RolloutEngine, SamplingConfig
 from baselines.engines.hf_async import BatchingEngine
 from baselines.errors import ConfigError
@@ -45,8 +45,9 @@ from baselines.metrics import MetricsLogger, tool_usage_alerts
 from baselines.policy_versions import PolicyVersions
 from baselines.reward_watch import make_reward_watch
 from baselines.staleness import token_staleness
+from baselines.task_replay import TaskReplay, informative_groups
 from baselines.team_rollout import TeamRollout
-from baselines.trajectory import Trajectory, collate
+from baselines.trajectory import RolloutBatch, Trajectory, collate
 from baselines.update import PolicyUpdater
 
 __all__ = ["Trainer", "env_corpus", "resolve_model_path", "build_engine"]
@@ -226,9 +227,13 @@ class Trainer:
         self.logger = MetricsLogger(self.run_dir, tensorboard=config.log.tensorboard, wandb_project=config.log.wandb_project,
                                     config=config_to_dict(config)) if self.info.is_main else None
         self.watch = make_reward_watch(config, self.run_dir, self.info.is_main, self.env_kwargs)  # reward-jump alarm
+        self.replay = TaskReplay(config.rollout.tasks_per_step, config.rollout.replay_frac, config.rollout.replay_uses, config.seed)
         if self._resuming():
-            self.step = load_checkpoint(self.run_dir / "checkpoint", model=self.model, optimizer=self.optimizer, ewma=self.ewma, info=self.info,
-                                        copy_optimizer=self.updater.copy_optimizer)["step"]
+            restored = load_checkpoint(self.run_dir / "checkpoint", model=self.model, optimizer=self.optimizer, ewma=self.ewma, info=self.info,
+                                       copy_optimizer=self.updater.copy_optimizer)
+            self.step = restored["step"]
+            if "task_replay" in restored["extra"]:  # a checkpoint saved without replay starts it with an empty buffer
+                self.replay.load_state_dict(restored["extra"]["task_replay"])
         rollout_class = TeamRollout if config.env.is_team else AsyncRollout
         self.loop = rollout_class(envs, self.engine, self.chat, self._loop_config(config.rollout.temperature, config.rollout.drift_check_frac),
                                  AsyncRolloutConfig(config.rollout.max_staleness, config.rollout.step_timeout_s), n_local,
@@ -413,7 +418,7 @@ class Trainer:
     # -------------------------------------------------------------- training
     def _task_seeds(self, step: int) -> list[int]:
         rng = np.random.default_rng([self.config.seed, step])
-        seeds = rng.integers(0, 2**31 - 1, size=self.config.rollout.tasks_per_step).tolist()
+        seeds = self.replay.seeds(step, rng.integers(0, 2**31 - 1, size=self.config.rollout.tasks_per_step).tolist())
         return seeds[self.info.rank :: self.info.world_size]
 
     def _batch_schedule(self, step: int) -> tuple[list[int], int]:
@@ -438,6 +443,8 @@ class Trainer:
             self.sync_engine()
         metrics.update(batch.stats)
         metrics.update(self._episode_metrics(trajs, adv))
+        if self.replay.enabled:
+            metrics.update(self._observe_replay(batch))
         metrics.update(tool_usage_alerts(metrics, cfg.log.tool_usage_min))
         metrics["perf/rollout_tokens_per_s"] = batch.stats["rollout/tokens_per_s"]
         metrics["perf/sync_s"] = self.last_sync_s if metrics["train/optimizer_steps"] > 0 else 0.0
@@ -449,6 +456,17 @@ class Trainer:
             metrics["memory/peak_gpu_bytes"] = float(torch.cuda.max_memory_allocated(self.info.device))
         self.step += 1
         return metrics
+
+    def _observe_replay(self, batch: RolloutBatch) -> dict[str, float]:
+        """Tell the task replay which of this step's groups gave a signal (every process's)."""
+        local = informative_groups([t.reward for t in batch.trajectories], [t.group_id for t in batch.trajectories],
+                                   len(batch.task_seeds))
+        seeds = all_gather_lists(batch.task_seeds, self.info)
+        informative = all_gather_lists(local, self.info)
+        replayed = self.replay.replayed(self.step)
+        self.replay.observe(self.step, seeds, informative)
+        return {"rollout/replayed_tasks": float(replayed), "rollout/replay_buffer": float(len(self.replay)),
+                "rollout/informative_tasks_frac": sum(informative) / max(len(informative), 1)}
 
     def _episode_metrics(self, trajs: list[Trajectory], adv: torch.Tensor) -> dict[str, float]:
         n = all_reduce_sum(len(trajs), self.info)
@@ -560,7 +578,7 @@ class Trainer:
     def save(self) -> Path:
         return save_checkpoint(self.run_dir / "checkpoint", model=self.model, optimizer=self.optimizer, ewma=self.ewma,
                                copy_optimizer=self.updater.copy_optimizer,
-                               step=self.step, info=self.info)
+                               step=self.step, info=self.info, extra={"task_replay": self.replay.state_dict()})
 
     def save_model(self, path: Path) -> Path:
         """The trained policy as a Hugging Face model directory (weights, config, tokenizer).

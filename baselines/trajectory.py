@@ -61,6 +61,8 @@ class RolloutBatch:
     trajectories: list[Trajectory]
     dropped_infra_failed: int
     stats: dict[str, float]
+    task_seeds: list[int] = field(default_factory=list)
+    """The task seed of each group, indexed by the trajectories' ``group_id`` (when known)."""
 
 
 @dataclass

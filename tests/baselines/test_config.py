@@ -114,8 +114,8 @@ NUMERIC_KEYS = [key for key, tp in _leaves(TrainConfig) if _scalar(tp) in (int, 
 
 def test_the_numeric_keys_are_all_found():
     """The walk above sees every section, so the range tests below cover every field
-    (65 numeric keys, plus log.tool_usage_min's values, checked above)."""
-    assert len(NUMERIC_KEYS) == 65 and {"steps", "threads", "rollout.vllm.max_model_len", "algo.mismatch.tis_cap",
+    (67 numeric keys, plus log.tool_usage_min's values, checked above)."""
+    assert len(NUMERIC_KEYS) == 67 and {"steps", "threads", "rollout.vllm.max_model_len", "algo.mismatch.tis_cap",
                                         "model.tiny.vocab_size", "sft.stop_success", "sft.counterfactual", "sft.invent",
                                         "sft.observation_weight", "sft.copy_warmup", "sft.stop_patience", "algo.kl_coef", "sft.recovery", "sft.length_groups", "sft.invent_spelled",
                                         "algo.copy_lr", "algo.copy_batch_size"} <= set(NUMERIC_KEYS)

@@ -281,3 +281,30 @@ def test_the_copy_task_steps_beside_ppo_and_its_optimiser_is_checkpointed(tmp_pa
     from baselines.checkpoint import CheckpointError
     with pytest.raises(CheckpointError, match="without algo.copy_lr"):
         Trainer(_config(tmp_path, trained_model_dir, steps=3, resume=True, extra=extra))
+
+
+def test_task_replay_puts_informative_tasks_back_and_survives_a_resume(tmp_path, trained_model_dir):
+    """rollout.replay_frac: a step's first tasks are earlier steps' tasks whose samples
+    disagreed, and the replay buffer is part of the checkpoint."""
+    from baselines.task_replay import informative_groups
+
+    extra = ("rollout.replay_frac=0.5", "rollout.replay_uses=2")
+    trainer = Trainer(_config(tmp_path, trained_model_dir, steps=4, extra=extra))
+    informative: set[int] = set()
+    replays = 0
+    for _ in range(4):
+        metrics = trainer.train_step()
+        batch = trainer.loop.last_batch
+        head = batch.task_seeds[: int(metrics["rollout/replayed_tasks"])]
+        assert set(head) <= informative  # a replay is a task that gave a signal before
+        replays += len(head)
+        flags = informative_groups([t.reward for t in batch.trajectories], [t.group_id for t in batch.trajectories], 4)
+        informative |= {s for s, f in zip(batch.task_seeds, flags) if f}
+        assert metrics["rollout/informative_tasks_frac"] == sum(flags) / 4
+    assert replays > 0, informative  # else nothing above is tested
+    trainer.save()
+    state = trainer.replay.state_dict()
+    trainer.close()
+    resumed = Trainer(_config(tmp_path, trained_model_dir, steps=5, resume=True, extra=extra))
+    assert resumed.step == 4 and resumed.replay.state_dict() == state
+    resumed.close()
