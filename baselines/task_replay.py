@@ -29,7 +29,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["TaskReplay", "informative_groups"]
+from baselines.distributed import DistInfo, all_gather_lists
+from baselines.trajectory import RolloutBatch
+
+__all__ = ["TaskReplay", "informative_groups", "observe_rollout"]
 
 
 def informative_groups(rewards: Sequence[float], group_ids: Sequence[int], groups: int) -> list[bool]:
@@ -101,9 +104,12 @@ class TaskReplay:
         return chosen + fresh[len(chosen):], len(chosen)
 
     def observe(self, step: int, seeds: Sequence[int], informative: Sequence[bool]) -> None:
-        """Record the outcome of step ``step``'s groups (all processes', in one order)."""
-        for s, useful in zip(seeds, informative):
-            s = int(s)
+        """Record the outcome of step ``step``'s groups (every process's).
+
+        The groups are taken in seed order, so the buffer's order (what a draw permutes)
+        does not depend on how the tasks were spread over processes: N ranks draw what one
+        process draws."""
+        for s, useful in sorted((int(s), bool(f)) for s, f in zip(seeds, informative)):
             if not useful:
                 self._buffer.pop(s, None)
             elif s not in self._buffer and s not in self._retired:
@@ -121,3 +127,16 @@ class TaskReplay:
         self._buffer = {int(s): int(u) for s, u in state["buffer"]}
         self._retired = {int(s) for s in state["retired"]}
         self._drawn = {int(k): ([int(s) for s in v[0]], int(v[1])) for k, v in state["drawn"].items()}
+
+
+def observe_rollout(replay: TaskReplay, step: int, batch: RolloutBatch, info: DistInfo = DistInfo()) -> dict[str, float]:
+    """Tell ``replay`` which of step ``step``'s groups gave a signal, gathered from every
+    process (collective when distributed); return the ``rollout/`` replay metrics."""
+    local = informative_groups([t.reward for t in batch.trajectories], [t.group_id for t in batch.trajectories],
+                               len(batch.task_seeds))
+    seeds = all_gather_lists(batch.task_seeds, info)
+    informative = all_gather_lists(local, info)
+    replayed = replay.replayed(step)
+    replay.observe(step, seeds, informative)
+    return {"rollout/replayed_tasks": float(replayed), "rollout/replay_buffer": float(len(replay)),
+            "rollout/informative_tasks_frac": sum(informative) / max(len(informative), 1)}

@@ -36,7 +36,7 @@ from baselines.async_rollout import AsyncRollout, AsyncRolloutConfig
 from baselines.chat_tokens import ChatTokenizer
 from baselines.checkpoint import load_checkpoint, save_checkpoint
 from baselines.config import TrainConfig, config_to_dict
-from baselines.distributed import DistInfo, all_gather_lists, all_reduce_sum, full_state_dict, init_distributed, shard_like, unwrap_model, wrap_model
+from baselines.distributed import DistInfo, all_reduce_sum, full_state_dict, init_distributed, shard_like, unwrap_model, wrap_model
 from baselines.engines.base import RolloutEngine, SamplingConfig
 from baselines.engines.hf_async import BatchingEngine
 from baselines.errors import ConfigError
@@ -45,9 +45,9 @@ from baselines.metrics import MetricsLogger, tool_usage_alerts
 from baselines.policy_versions import PolicyVersions
 from baselines.reward_watch import make_reward_watch
 from baselines.staleness import token_staleness
-from baselines.task_replay import TaskReplay, informative_groups
+from baselines.task_replay import TaskReplay, observe_rollout
 from baselines.team_rollout import TeamRollout
-from baselines.trajectory import RolloutBatch, Trajectory, collate
+from baselines.trajectory import Trajectory, collate
 from baselines.update import PolicyUpdater
 
 __all__ = ["Trainer", "env_corpus", "resolve_model_path", "build_engine"]
@@ -444,7 +444,7 @@ class Trainer:
         metrics.update(batch.stats)
         metrics.update(self._episode_metrics(trajs, adv))
         if self.replay.enabled:
-            metrics.update(self._observe_replay(batch))
+            metrics.update(observe_rollout(self.replay, self.step, batch, self.info))
         metrics.update(tool_usage_alerts(metrics, cfg.log.tool_usage_min))
         metrics["perf/rollout_tokens_per_s"] = batch.stats["rollout/tokens_per_s"]
         metrics["perf/sync_s"] = self.last_sync_s if metrics["train/optimizer_steps"] > 0 else 0.0
@@ -456,17 +456,6 @@ class Trainer:
             metrics["memory/peak_gpu_bytes"] = float(torch.cuda.max_memory_allocated(self.info.device))
         self.step += 1
         return metrics
-
-    def _observe_replay(self, batch: RolloutBatch) -> dict[str, float]:
-        """Tell the task replay which of this step's groups gave a signal (every process's)."""
-        local = informative_groups([t.reward for t in batch.trajectories], [t.group_id for t in batch.trajectories],
-                                   len(batch.task_seeds))
-        seeds = all_gather_lists(batch.task_seeds, self.info)
-        informative = all_gather_lists(local, self.info)
-        replayed = self.replay.replayed(self.step)
-        self.replay.observe(self.step, seeds, informative)
-        return {"rollout/replayed_tasks": float(replayed), "rollout/replay_buffer": float(len(self.replay)),
-                "rollout/informative_tasks_frac": sum(informative) / max(len(informative), 1)}
 
     def _episode_metrics(self, trajs: list[Trajectory], adv: torch.Tensor) -> dict[str, float]:
         n = all_reduce_sum(len(trajs), self.info)

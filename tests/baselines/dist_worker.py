@@ -15,6 +15,9 @@ or WORLD_SIZE=1 for the single-process reference). CASE:
   version ago: only rank 0 has rows for the pass at the old version, rank 1 joins it;
 * ``copy``: as ``minibatches`` with ``algo.copy_lr``: a copy-task step after each policy
   step, on its own AdamW, the same rows on every rank.
+* ``replay``: task replay (``rollout.replay_frac``): each rank observes its share of a
+  step's groups (positions ``rank::world``, as the trainer deals them); the buffer and the
+  next step's draw are saved.
 """
 
 from __future__ import annotations
@@ -91,6 +94,29 @@ def rng_case(out: str) -> None:
     torch.distributed.destroy_process_group()
 
 
+def replay_case(strategy: str, out: str) -> None:
+    """Six groups of two episodes; groups 1, 2, 4 and 5 disagree (rank-major order is not position order). Every rank saves its
+    replay state and next draw (they must equal one process's)."""
+    from baselines.distributed import init_distributed
+    from baselines.task_replay import TaskReplay, observe_rollout
+    from baselines.trajectory import RolloutBatch, Trajectory
+
+    info = init_distributed(strategy, device="cpu", backend="gloo")
+    seeds = [905, 101, 77, 640, 333, 12]
+    rewards = [(1.0, 1.0), (1.0, 0.0), (0.0, 1.0), (0.0, 0.0), (0.5, 0.0), (1.0, 0.5)]
+    mine = list(range(len(seeds)))[info.rank :: info.world_size]
+    trajs = [Trajectory([], [], [], 0, local, "", reward=r) for local, pos in enumerate(mine) for r in rewards[pos]]
+    batch = RolloutBatch(trajs, 0, {}, task_seeds=[seeds[p] for p in mine])
+    replay = TaskReplay(len(seeds), 0.5, 4, seed=3)
+    replay.seeds(0, seeds)
+    metrics = observe_rollout(replay, 0, batch, info)
+    torch.save({"state": replay.state_dict(), "next": replay.seeds(1, [1, 2, 3, 4, 5, 6]), "metrics": metrics},
+               f"{out}.rank{info.rank}")
+    if info.world_size > 1:
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+
+
 def main(strategy: str, out: str, case: str = "unequal") -> None:
     from baselines.config import AlgoConfig
     from baselines.distributed import full_state_dict, init_distributed, shard_like, unwrap_model, wrap_model
@@ -136,6 +162,8 @@ if __name__ == "__main__":
     sys.path.insert(0, os.getcwd())
     if sys.argv[3:] == ["rng"]:
         rng_case(sys.argv[2])
+    elif sys.argv[3:] == ["replay"]:
+        replay_case(*sys.argv[1:3])
     else:
         main(*sys.argv[1:4])
     # The result is saved and the process group destroyed; skip interpreter teardown, where

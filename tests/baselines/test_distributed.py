@@ -36,7 +36,7 @@ def _run(strategy: str, world: int, out: Path, case: str = "unequal") -> dict:
     for p in procs:
         output, _ = p.communicate(timeout=240)
         assert p.returncode == 0, output[-3000:]
-    return torch.load(out, weights_only=False) if case != "rng" else {}
+    return torch.load(out, weights_only=False) if case not in ("rng", "replay") else {}
 
 
 @pytest.fixture(scope="module")
@@ -107,3 +107,15 @@ def test_resume_gives_each_rank_its_own_rng_stream_back(tmp_path):
     assert not torch.equal(r0["first"], r1["first"])  # the ranks had different streams
     for r in (r0, r1):
         assert torch.equal(r["first"], r["second"])
+
+
+def test_task_replay_over_two_ranks_equals_one_process(tmp_path):
+    """Each rank sees half of a step's groups; the gathered outcome, the buffer and the
+    next draw are one process's (the buffer is ordered by seed, not by rank)."""
+    _run("none", 1, tmp_path / "one", "replay")
+    _run("ddp", 2, tmp_path / "two", "replay")
+    one = torch.load(tmp_path / "one.rank0", weights_only=False)
+    assert sorted(s for s, _ in one["state"]["buffer"]) == [12, 77, 101, 333]  # the groups that disagreed
+    assert one["metrics"]["rollout/informative_tasks_frac"] == 4 / 6
+    for rank in (0, 1):
+        assert torch.load(tmp_path / f"two.rank{rank}", weights_only=False) == one
