@@ -211,6 +211,11 @@ class RolloutConfig(_Section):
                 "only), so every importance ratio would be biased. Sample with top_p=1 (shape the distribution with "
                 "rollout.temperature instead)."
             )
+        if self.replay_frac > 0 and self.max_staleness > 0:
+            raise ConfigError(f"Expected rollout.max_staleness = 0 with rollout.replay_frac > 0, actual value: "
+                              f"{self.max_staleness}. A stale batch mixes groups admitted for several steps, so a "
+                              "task can be observed twice and replayed past rollout.replay_uses; set "
+                              "rollout.max_staleness=0 or rollout.replay_frac=0.")
         if self.max_seq_len <= self.max_new_tokens:
             raise ConfigError(f"Expected rollout.max_seq_len > rollout.max_new_tokens (room for the prompt), "
                               f"actual values: {self.max_seq_len}, {self.max_new_tokens}")

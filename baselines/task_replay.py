@@ -51,7 +51,7 @@ class TaskReplay:
 
     Args:
         tasks_per_step: tasks in a step (across all processes).
-        replay_frac: share of them drawn from the buffer when it holds enough.
+        replay_frac: share of them drawn from the buffer (all of it when it holds fewer).
         max_uses: replays of one task before it is retired for the rest of the run.
         seed: the run's seed (the draws' random stream).
     """
@@ -82,6 +82,8 @@ class TaskReplay:
 
         The same list for every call with the same ``step`` (the rollout asks once per
         admitted group); the buffer is read at the first call."""
+        if not self.enabled:  # nothing memoised: a run without replay keeps no per-step state
+            return [int(s) for s in fresh]
         if step not in self._drawn:
             self._drawn[step] = self._draw(step, [int(s) for s in fresh])
         return list(self._drawn[step][0])

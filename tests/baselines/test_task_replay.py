@@ -61,3 +61,18 @@ def test_state_dict_restores_the_same_draws():
 def test_bad_settings_are_refused(frac, uses):
     with pytest.raises(ValueError, match="Expected"):
         TaskReplay(4, frac, uses, seed=0)
+
+
+def test_without_replay_no_state_grows():
+    replay = TaskReplay(4, 0.0, 4, seed=0)
+    for step in range(50):
+        replay.seeds(step, [step, step + 1, step + 2, step + 3])
+    assert replay.state_dict() == {"buffer": [], "retired": [], "drawn": {}}
+
+
+def test_replay_with_a_stale_rollout_is_refused():
+    from baselines.config import load_config
+    from baselines.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="max_staleness = 0 with rollout.replay_frac"):
+        load_config(None, ["rollout.replay_frac=0.5", "rollout.max_staleness=1"])
