@@ -35,15 +35,15 @@ from baselines.trajectory import RolloutBatch
 __all__ = ["TaskReplay", "informative_groups", "observe_rollout"]
 
 
-def informative_groups(rewards: Sequence[float], group_ids: Sequence[int], groups: int) -> list[bool]:
+def informative_groups(rewards: Sequence[float], group_ids: Sequence[int], groups: int) -> list[bool | None]:
     """For each of ``groups`` groups: did its kept episodes' rewards differ (a learning signal)?
 
-    A group with fewer than two kept episodes (the rest infra-failed) is not informative:
-    its advantage is 0 (:func:`~baselines.advantages.group_normalized_advantages`)."""
+    None for a group with fewer than two kept episodes (the rest infra-failed): unknown,
+    so an env outage neither adds the task to the buffer nor takes it out."""
     seen: list[list[float]] = [[] for _ in range(groups)]
     for r, g in zip(rewards, group_ids):
         seen[int(g)].append(float(r))
-    return [len(rs) >= 2 and max(rs) != min(rs) for rs in seen]
+    return [None if len(rs) < 2 else max(rs) != min(rs) for rs in seen]
 
 
 class TaskReplay:
@@ -105,13 +105,13 @@ class TaskReplay:
                 self._retired.add(s)
         return chosen + fresh[len(chosen):], len(chosen)
 
-    def observe(self, step: int, seeds: Sequence[int], informative: Sequence[bool]) -> None:
+    def observe(self, step: int, seeds: Sequence[int], informative: Sequence[bool | None]) -> None:
         """Record the outcome of step ``step``'s groups (every process's).
 
         The groups are taken in seed order, so the buffer's order (what a draw permutes)
         does not depend on how the tasks were spread over processes: N ranks draw what one
         process draws."""
-        for s, useful in sorted((int(s), bool(f)) for s, f in zip(seeds, informative)):
+        for s, useful in sorted((int(s), bool(f)) for s, f in zip(seeds, informative) if f is not None):
             if not useful:
                 self._buffer.pop(s, None)
             elif s not in self._buffer and s not in self._retired:
@@ -141,4 +141,4 @@ def observe_rollout(replay: TaskReplay, step: int, batch: RolloutBatch, info: Di
     replayed = replay.replayed(step)
     replay.observe(step, seeds, informative)
     return {"rollout/replayed_tasks": float(replayed), "rollout/replay_buffer": float(len(replay)),
-            "rollout/informative_tasks_frac": sum(informative) / max(len(informative), 1)}
+            "rollout/informative_tasks_frac": sum(bool(f) for f in informative) / max(len(informative), 1)}

@@ -9,7 +9,7 @@ from baselines.task_replay import TaskReplay, informative_groups
 def test_a_group_is_informative_only_when_its_kept_rewards_differ():
     rewards = [1.0, 0.0, 1.0, 1.0, 0.0, 0.5]
     groups = [0, 0, 1, 1, 2, 4]  # group 3 lost every episode (infra-failed), group 4 kept one
-    assert informative_groups(rewards, groups, 5) == [True, False, False, False, False]
+    assert informative_groups(rewards, groups, 5) == [True, False, None, None, None]  # None: unknown
 
 
 def test_without_replay_the_fresh_seeds_are_the_steps_seeds():
@@ -76,3 +76,10 @@ def test_replay_with_a_stale_rollout_is_refused():
 
     with pytest.raises(ConfigError, match="max_staleness = 0 with rollout.replay_frac"):
         load_config(None, ["rollout.replay_frac=0.5", "rollout.max_staleness=1"])
+
+
+def test_a_group_lost_to_infrastructure_leaves_the_buffer_as_it_was():
+    replay = TaskReplay(2, 0.5, 4, seed=0)
+    replay.observe(0, [5, 6], [True, None])
+    replay.observe(1, [5, 7], [None, None])
+    assert replay.state_dict()["buffer"] == [[5, 0]]
