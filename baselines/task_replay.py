@@ -9,9 +9,11 @@ one the policy is still deciding, and it is likely to differ again.
 So, with ``rollout.replay_frac = f``, the first ``round(f x tasks_per_step)`` positions of
 a step's task list are seeds drawn from a buffer of recently *informative* tasks (a
 group's rewards not all equal), and the rest are the fresh seeds the step would have had.
-A task leaves the buffer when a replay of it is no longer informative, after
-``rollout.replay_uses`` replays, or when the buffer (``4 x tasks_per_step``) overflows
-(the oldest goes). The idea follows Prioritized Level Replay (Jiang, Grefenstette and
+A task leaves the buffer when a group of it gives no signal (a group lost to
+infrastructure, under two kept episodes, changes nothing), after ``rollout.replay_uses``
+replays, or when the buffer (``4 x tasks_per_step``) overflows (the oldest goes). It needs
+``rollout.max_staleness = 0`` (the config refuses more): a stale batch mixes groups
+admitted for several steps, so one task could be observed twice in a batch. The idea follows Prioritized Level Replay (Jiang, Grefenstette and
 Rocktaschel, 2021), which replays levels by their recent learning potential; here the
 score is binary (informative or not), which needs no tuning.
 
