@@ -15,7 +15,9 @@ root:
   the rest of the venv, ``$HOME``, ``/root``, ``/etc`` and every host socket directory do not
   exist there, so ``import agentgym`` fails inside;
 - private tmpfs mounts capped at ``tmpfs_size`` for the workdir and ``/tmp`` and at
-  ``shm_size`` for ``/dev/shm``; the host device nodes bwrap binds into ``/dev`` and
+  ``shm_size`` for ``/dev/shm``, each at ``tmpfs_inodes`` inodes (made by ``unshare`` and
+  ``mount`` in the sandbox's own mount namespace: bubblewrap's ``--tmpfs`` caps no
+  inodes, and empty files are kernel memory that a size does not count); the host device nodes bwrap binds into ``/dev`` and
   ``/proc/sys`` are read-only mounts in every worker's mount namespace, so neither a
   node's mode, owner or times nor a kernel setting can be changed from inside;
 - new PID, network, IPC, UTS and cgroup namespaces, no ``/sys``, and a minimal
@@ -44,6 +46,7 @@ import functools
 import json
 import os
 import platform
+import shlex
 import shutil
 import signal
 import subprocess
@@ -81,6 +84,9 @@ _IN_SITE = "/opt/site"
 _IN_MEMORY = "/run/agentgym-memory"
 """Where the sandbox's memory cgroup directory is bound, read-only: the supervisor reads
 its OOM-kill counter and how full it is (a container sees its own the same way)."""
+_HOST_PATH = "/usr/bin:/bin"
+"""Where the sandbox's host-side tools (``unshare``, ``mount``, ``sh``) are looked up and
+what the launch runs with: never the caller's ``PATH``."""
 
 
 class SandboxIsolationWarning(UserWarning):
@@ -206,8 +212,12 @@ def _visible_files(modules: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str
     return tuple(argv), tuple(hide), tuple(sorted(entries.items()))
 
 
-def bwrap_argv(config: SandboxConfig, bwrap: str, *, oom_file: str | None = None) -> list[str]:
+def bwrap_argv(config: SandboxConfig, bwrap: str, *, mounts: str, oom_file: str | None = None) -> list[str]:
     """The bubblewrap command line for one sandbox (everything but the command itself).
+
+    ``mounts`` holds the writable places (``work``, ``tmp``, ``shm``), the tmpfs mounts
+    :func:`launch_argv` makes in a mount namespace of the sandbox's own, bound to the
+    workdir, ``/tmp`` and ``/dev/shm``.
 
     As an ordinary user, bwrap maps the sandbox uid to that user in a new user namespace.
     As root it builds the sandbox with root's access to the host's files and starts
@@ -239,9 +249,9 @@ def bwrap_argv(config: SandboxConfig, bwrap: str, *, oom_file: str | None = None
         argv += ["--ro-bind", os.path.dirname(oom_file), _IN_MEMORY]
     argv += [
         "--proc", "/proc", "--dev", "/dev",
-        "--perms", "01777", "--size", str(parse_size(config.shm_size)), "--tmpfs", "/dev/shm",
-        "--perms", "01777", "--size", str(parse_size(config.tmpfs_size)), "--tmpfs", "/tmp",
-        "--perms", "0755", "--size", str(parse_size(config.tmpfs_size)), "--tmpfs", config.workdir,
+        "--bind", f"{mounts}/shm", "/dev/shm",
+        "--bind", f"{mounts}/tmp", "/tmp",
+        "--bind", f"{mounts}/work", config.workdir,
         "--chdir", config.workdir,
     ]  # fmt: skip
     # Read-only: the root bwrap builds, its /dev and the empty dirs over hidden packages (all
@@ -262,27 +272,52 @@ def _ancestors(path: str) -> list[str]:
 _CONFINE = f"{_IN_RUNTIME}/confine.py"
 
 
-def launch_argv(config: SandboxConfig, bwrap: str, command: list[str], *, oom_file: str | None = None,
+def writable_mounts(config: SandboxConfig) -> dict[str, str]:
+    """The tmpfs mount options of the writable places under :func:`bwrap_argv`'s
+    ``mounts``, capped in bytes and in inodes as a container's are (``nr_inodes`` also
+    caps ``user.*`` xattrs; bubblewrap's ``--tmpfs`` takes a size only)."""
+    def options(size: str, mode: str, extra: str = "") -> str:
+        return f"size={parse_size(size)},nr_inodes={config.tmpfs_inodes},mode={mode},nosuid,nodev{extra}"
+
+    return {"work": options(config.tmpfs_size, "0755"), "tmp": options(config.tmpfs_size, "01777"),
+            "shm": options(config.shm_size, "01777", ",noexec")}
+
+
+def launch_argv(config: SandboxConfig, bwrap: str, command: list[str], *, mounts: str, oom_file: str | None = None,
                 cgroup_procs: list[str] = ()) -> list[str]:
     """The whole command that starts ``command`` in a sandbox.
 
-    A shell first moves itself into the sandbox's cgroups (``cgroup_procs``, as root), so
-    that bubblewrap and everything it starts are counted there; as root it also names the
-    sandbox's host uid after its own pid (which bwrap keeps, being exec'd), and the
-    sandbox's first process, :data:`_CONFINE`, becomes that uid before it execs ``command``.
+    ``unshare`` gives the sandbox a mount namespace of its own (as an ordinary user, in a
+    user namespace that maps the user to root, which bubblewrap's own user namespace then
+    nests in), where a shell mounts the capped tmpfs of :func:`writable_mounts` on the
+    directories of ``mounts``: they exist for the sandbox's processes only and vanish with
+    the last of them. The shell first moves itself into the sandbox's cgroups
+    (``cgroup_procs``, as root), so that bubblewrap and everything it starts are counted
+    there; as root it also names the sandbox's host uid after its own pid (which ``unshare``,
+    the shell and bwrap keep, each exec'ing the next), and the sandbox's first process,
+    :data:`_CONFINE`, becomes that uid before it execs ``command``.
     """
     python, _ = _interpreter()
-    inner = [*bwrap_argv(config, bwrap, oom_file=oom_file)]
+    unshare, mount = (shutil.which(tool, path=_HOST_PATH) or tool for tool in ("unshare", "mount"))
+    inner = [*bwrap_argv(config, bwrap, mounts=mounts, oom_file=oom_file)]
     script = 'for p in $0; do echo $$ > "$p" || exit 111; done; '
+    for name, options in writable_mounts(config).items():
+        script += f"{mount} -t tmpfs -o {options} tmpfs {shlex.quote(f'{mounts}/{name}')} || exit 112; "
     if _runs_as_root():
         script += f"{_HOST_UID_ENV}=$(({_HOST_UID_BASE} + $$)); export {_HOST_UID_ENV}; "
         owned = [f"--own={path}" for path in (config.workdir, "/tmp", "/dev/shm")]
         inner += [python, "-I", "-S", _CONFINE, *owned, "--exec", *command]
     else:
         inner += command
-    if not cgroup_procs and not _runs_as_root():
-        return inner
-    return ["/bin/sh", "-c", script + 'exec "$@"', " ".join(cgroup_procs), *inner]
+    namespace = [unshare, *([] if _runs_as_root() else ["--map-root-user"]), "--mount", "--propagation", "private"]
+    return [*namespace, "/bin/sh", "-c", script + 'exec "$@"', " ".join(cgroup_procs), *inner]
+
+
+def make_mount_points(directory: Path) -> str:
+    """The (empty, host-side) directories :func:`launch_argv` mounts the writable places on."""
+    for name in ("work", "tmp", "shm"):
+        (directory / name).mkdir(parents=True, exist_ok=True)
+    return str(directory)
 
 
 def host_uid(pid: int) -> int:
@@ -324,10 +359,16 @@ def isolation_support() -> IsolationSupport:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return IsolationSupport(None, "bubblewrap (`bwrap`) is not installed")
+    missing = [tool for tool in ("unshare", "mount") if shutil.which(tool, path=_HOST_PATH) is None]
+    if missing:
+        return IsolationSupport(None, f"{' and '.join(f'`{t}`' for t in missing)} (util-linux) not found in "
+                                      f"{_HOST_PATH}: the sandbox's capped tmpfs mounts need them")
     python, _ = _interpreter()
     try:
-        argv = launch_argv(SandboxConfig(), bwrap, [python, "-I", "-S", "-c", _PROBE])
-        probe = subprocess.run(argv, capture_output=True, timeout=60, env={"PATH": "/usr/bin:/bin"}, cwd="/")
+        with tempfile.TemporaryDirectory(prefix="agentgym-probe-") as directory:
+            mounts = make_mount_points(Path(directory))
+            argv = launch_argv(SandboxConfig(), bwrap, [python, "-I", "-S", "-c", _PROBE], mounts=mounts)
+            probe = subprocess.run(argv, capture_output=True, timeout=60, env={"PATH": _HOST_PATH}, cwd="/")
     except (OSError, subprocess.SubprocessError) as e:
         return IsolationSupport(None, f"`bwrap` failed to run: {e}")
     if probe.returncode != 0:
@@ -426,9 +467,10 @@ class ProcessSandbox(SupervisedSandbox):
             python, _ = _interpreter()
             supervisor = [python, "-I", "-S", f"{_IN_RUNTIME}/supervisor.py",
                           *self._supervisor_args(f"{_IN_MEMORY}/{os.path.basename(oom)}" if oom else None)]
-            argv = launch_argv(self.config, support.bwrap, supervisor, oom_file=oom, cgroup_procs=procs)
+            argv = launch_argv(self.config, support.bwrap, supervisor, mounts=make_mount_points(self._dir / "mnt"),
+                               oom_file=oom, cgroup_procs=procs)
             cwd = str(self._dir)
-        env = {"PATH": "/usr/bin:/bin", **default_env(self.config)}
+        env = {"PATH": _HOST_PATH, **default_env(self.config)}
         env["HOME"] = self.workdir
         # The key goes through a pipe, not the environment: /proc/<pid>/environ keeps the
         # original environment of bwrap and the supervisor for their whole lives.

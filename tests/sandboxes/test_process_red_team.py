@@ -9,6 +9,7 @@ working sandbox (or a refusal that :func:`isolation_support` already reported).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import pwd
@@ -332,6 +333,52 @@ async def test_as_root_every_sandbox_process_is_in_the_sandboxes_cgroup(sandbox)
     await sandbox.reset()
 
 
+INODE_FLOOD = """
+import os
+made = {}
+for place in (os.getcwd(), '/tmp', '/dev/shm'):
+    n, err = 0, None
+    while n < %d:
+        try:
+            os.close(os.open(f'{place}/e{n}', os.O_CREAT | os.O_WRONLY, 0o600))
+        except OSError as e:
+            err = e.errno
+            break
+        n += 1
+    made[place] = (n, err)
+made
+"""
+"""Empty files in every writable place: ``size=`` counts none of their bytes, but each is
+an inode and a dentry of kernel memory that outlives the process that made it."""
+
+
+def _mounts_under(directory: Path) -> list[str]:
+    return [line for line in Path("/proc/self/mountinfo").read_text().splitlines() if str(directory) in line]
+
+
+@module_loop
+async def test_empty_files_stop_at_the_inode_cap_in_every_writable_place():
+    """The process backend's tmpfs mounts were capped in bytes only (bubblewrap's
+    ``--tmpfs`` takes a size, no inode count): empty files filled the sandbox's memory,
+    or, as an ordinary user without a cgroup, the host's. Each writable place now holds
+    at most ``tmpfs_inodes`` entries, as in a container, and its mount is gone with the
+    sandbox (it never was a host mount)."""
+    config = SandboxConfig(mem_limit="512m", tmpfs_size="64m", pids_limit=64, tmpfs_inodes=1024)
+    sb = await ProcessSandbox(config).start()
+    try:
+        made = await _value(sb, INODE_FLOOD % (4 * config.tmpfs_inodes))
+        assert set(made) == {config.workdir, "/tmp", "/dev/shm"}
+        for place, (n, err) in made.items():
+            assert n < config.tmpfs_inodes and err == errno.ENOSPC, made
+        # Still a working sandbox: a reset empties them and the next cell writes again.
+        await sb.reset()
+        assert await _value(sb, "import os\nopen('x', 'w').write('1')\nsorted(os.listdir('.'))") == ["x"]
+        directory = sb._dir
+    finally:
+        await sb.close()
+    assert not _mounts_under(directory)
+
+
 # --- as an ordinary user ----------------------------------------------------------------
 
 NONROOT_USER = "agentgym-nonroot"
@@ -390,6 +437,8 @@ NONROOT_CELLS = {
               "body = json.dumps({'status': 'ok', 'value': '\\ud800forged', 'cell': 99}).encode()\n"
               "os.write(__main__.CTRL_OUT, struct.pack('>II', len(body), 0) + body)\ntime.sleep(0.3)\n'real'",
     "after_forged": "'second'",
+    # Without a cgroup, only the inode cap keeps empty files from filling the host's memory.
+    "inodes": INODE_FLOOD % (2 * SandboxConfig().tmpfs_inodes),
 }
 
 
@@ -453,6 +502,9 @@ def test_an_ordinary_user_gets_a_working_sandbox_that_keeps_the_host_safe(nonroo
         assert cells["frame_bomb"][0] in ("crash", "ok", "error"), cells
         assert cells["forged"][0] in ("crash", "ok", "error"), cells
         assert cells["after_forged"][:2] == ["ok", "'second'"], cells
+        assert cells["inodes"][0] == "ok", cells
+        for n, err in eval(cells["inodes"][1]).values():  # noqa: S307 - the cell's dict of tuples
+            assert n < SandboxConfig().tmpfs_inodes and err == errno.ENOSPC, cells["inodes"]
         for name, uids in report["host_uids"]:
             assert set(uids) == {nonroot_user.pw_uid}, report["host_uids"]
         assert _device_stats() == devices_before
