@@ -17,9 +17,10 @@ root:
 - private tmpfs mounts capped at ``tmpfs_size`` for the workdir and ``/tmp`` and at
   ``shm_size`` for ``/dev/shm``, each at ``tmpfs_inodes`` inodes (made by ``unshare`` and
   ``mount`` in the sandbox's own mount namespace: bubblewrap's ``--tmpfs`` caps no
-  inodes, and empty files are kernel memory that a size does not count); the host device nodes bwrap binds into ``/dev`` and
-  ``/proc/sys`` are read-only mounts in every worker's mount namespace, so neither a
-  node's mode, owner or times nor a kernel setting can be changed from inside;
+  inodes, and empty files are kernel memory that a size does not count);
+- the host device nodes bwrap binds into ``/dev`` and ``/proc/sys`` are read-only mounts
+  in every worker's mount namespace, so neither a node's mode, owner or times nor a
+  kernel setting can be changed from inside;
 - new PID, network, IPC, UTS and cgroup namespaces, no ``/sys``, and a minimal
   environment;
 - limits the sandbox cannot rewrite: as root, a cgroup per sandbox with the ``pids``,
