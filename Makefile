@@ -36,7 +36,7 @@ demo: image
 	$(PY) -m baselines.demo
 
 test: image
-	$(PYTEST) -q -p no:randomly
+	$(PYTEST) -q -rs -p no:randomly  # -rs: every skip and its reason in the summary
 
 # The documentation site from docs/ into site/; --strict turns every warning (a broken
 # link, a page missing from the nav, an API name that moved) into a failure.

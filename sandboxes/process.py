@@ -233,7 +233,9 @@ def bwrap_argv(config: SandboxConfig, bwrap: str, *, mounts: str, oom_file: str 
     if _runs_as_root():
         argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_CHOWN"]
     else:
-        argv += ["--unshare-user", "--uid", uid, "--gid", gid or uid]
+        # --cap-drop ALL: bwrap is uid 0 of the user namespace unshare made, so it would
+        # otherwise keep that namespace's full bounding set for the sandbox
+        argv += ["--unshare-user", "--uid", uid, "--gid", gid or uid, "--cap-drop", "ALL"]
     shown, hide, entries = _visible_files(tuple(dict.fromkeys(config.preload + config.libraries)))
     made = {shown[i + 3] for i in range(len(shown) - 3) if shown[i + 2] == "--dir"}
     dests = [_IN_RUNTIME, f"{_IN_SITE}/x", config.workdir, "/tmp", *([_IN_MEMORY] if oom_file else [])]
@@ -303,7 +305,7 @@ def launch_argv(config: SandboxConfig, bwrap: str, command: list[str], *, mounts
     inner = [*bwrap_argv(config, bwrap, mounts=mounts, oom_file=oom_file)]
     script = 'for p in $0; do echo $$ > "$p" || exit 111; done; '
     for name, options in writable_mounts(config).items():
-        script += f"{mount} -t tmpfs -o {options} tmpfs {shlex.quote(f'{mounts}/{name}')} || exit 112; "
+        script += f"{mount} -t tmpfs -o {options} tmpfs {shlex.quote(f'{mounts}/{name}')} || exit {_MOUNT_FAILED}; "
     if _runs_as_root():
         script += f"{_HOST_UID_ENV}=$(({_HOST_UID_BASE} + $$)); export {_HOST_UID_ENV}; "
         owned = [f"--own={path}" for path in (config.workdir, "/tmp", "/dev/shm")]
@@ -312,6 +314,9 @@ def launch_argv(config: SandboxConfig, bwrap: str, command: list[str], *, mounts
         inner += command
     namespace = [unshare, *([] if _runs_as_root() else ["--map-root-user"]), "--mount", "--propagation", "private"]
     return [*namespace, "/bin/sh", "-c", script + 'exec "$@"', " ".join(cgroup_procs), *inner]
+
+
+_MOUNT_FAILED = 112  # launch_argv's exit status when a capped tmpfs could not be mounted
 
 
 def make_mount_points(directory: Path) -> str:
@@ -374,7 +379,11 @@ def isolation_support() -> IsolationSupport:
         return IsolationSupport(None, f"`bwrap` failed to run: {e}")
     if probe.returncode != 0:
         why = probe.stderr.decode(errors="replace").strip()[-500:] or f"exit status {probe.returncode}"
-        return IsolationSupport(None, f"`bwrap` could not build the sandbox: {why}")
+        if probe.returncode == _MOUNT_FAILED:
+            why = f"the capped tmpfs mounts failed (`unshare` then `mount -t tmpfs`): {why}"
+        return IsolationSupport(None, f"`bwrap` could not build the sandbox: {why} (hosts that restrict "
+                                      "unprivileged user namespaces, such as Ubuntu's AppArmor "
+                                      "`kernel.apparmor_restrict_unprivileged_userns=1`, refuse both)")
     return IsolationSupport(bwrap, "")
 
 

@@ -148,6 +148,26 @@ def test_without_bubblewrap_the_process_backend_refuses(monkeypatch, tmp_path):
         isolation_support.cache_clear()
 
 
+@pytest.mark.skipif(isolation_support().bwrap is None, reason="needs a host where the process sandbox starts")
+def test_a_refused_tmpfs_mount_is_named_in_the_refusal(monkeypatch):
+    """Where the sandbox's capped tmpfs cannot be mounted (here: an option the kernel
+    refuses; on a host: unprivileged user namespaces restricted), the refusal says which
+    step failed and why, not bubblewrap's bare exit status."""
+    from sandboxes import process
+
+    monkeypatch.setattr(process, "writable_mounts", lambda config: {"work": "size=lots", "tmp": "size=1m", "shm": "size=1m"})
+    isolation_support.cache_clear()
+    try:
+        support = isolation_support()
+        assert support.bwrap is None
+        assert "capped tmpfs mounts failed" in support.reason and "user namespaces" in support.reason, support.reason
+        with pytest.raises(SandboxIsolationError, match="capped tmpfs mounts failed"):
+            asyncio.run(ProcessSandbox().start())
+    finally:
+        monkeypatch.undo()
+        isolation_support.cache_clear()
+
+
 def test_unsafe_process_runs_only_when_asked_and_says_so(monkeypatch):
     monkeypatch.setenv("AGENTGYM_SANDBOX", "unsafe-process")
 

@@ -352,8 +352,14 @@ made
 an inode and a dentry of kernel memory that outlives the process that made it."""
 
 
-def _mounts_under(directory: Path) -> list[str]:
-    return [line for line in Path("/proc/self/mountinfo").read_text().splitlines() if str(directory) in line]
+def _mounts_under(directory: Path, pid: int | str = "self") -> list[str]:
+    """The mountinfo lines of ``pid``'s mount namespace for mounts under ``directory``."""
+    return [line for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines() if str(directory) in line]
+
+
+INODE_SLACK = 16
+"""A full tmpfs stops a few entries short of ``nr_inodes`` (its root and the runtime's own
+files count too): fewer than this short means the cap, not something else, stopped them."""
 
 
 @module_loop
@@ -366,17 +372,25 @@ async def test_empty_files_stop_at_the_inode_cap_in_every_writable_place():
     config = SandboxConfig(mem_limit="512m", tmpfs_size="64m", pids_limit=64, tmpfs_inodes=1024)
     sb = await ProcessSandbox(config).start()
     try:
+        directory = sb._dir
+        # The capped mounts are in the sandbox's mount namespace (that of the bwrap process
+        # the sandbox started), on its own directory, and not in the host's.
+        theirs = _mounts_under(directory, sb._proc.pid)
+        assert len(theirs) == 3 and all(" tmpfs " in m and f"nr_inodes={config.tmpfs_inodes}" in m
+                                        for m in theirs), theirs
+        assert not _mounts_under(directory)
         made = await _value(sb, INODE_FLOOD % (4 * config.tmpfs_inodes))
         assert set(made) == {config.workdir, "/tmp", "/dev/shm"}
         for place, (n, err) in made.items():
-            assert n < config.tmpfs_inodes and err == errno.ENOSPC, made
+            assert config.tmpfs_inodes - INODE_SLACK <= n < config.tmpfs_inodes and err == errno.ENOSPC, made
+        # The files are on the sandbox's tmpfs, not in the host directories beneath them.
+        assert not [p for p in (directory / "mnt").rglob("*") if p.is_file()]
         # Still a working sandbox: a reset empties them and the next cell writes again.
         await sb.reset()
         assert await _value(sb, "import os\nopen('x', 'w').write('1')\nsorted(os.listdir('.'))") == ["x"]
-        directory = sb._dir
     finally:
         await sb.close()
-    assert not _mounts_under(directory)
+    assert not directory.exists()
 
 
 # --- as an ordinary user ----------------------------------------------------------------
@@ -405,7 +419,7 @@ async def main():
         for name, code in json.loads(sys.argv[2]).items():
             r = await sb.run(code, timeout=30)
             report["cells"][name] = [r.status, r.value, r.error]
-        uids = []
+        uids, bounding = [], []
         for pid in process_tree(sb._proc.pid):
             try:
                 status = open(f'/proc/{pid}/status').read()
@@ -413,7 +427,10 @@ async def main():
                 continue
             fields = dict(l.split(':', 1) for l in status.splitlines() if ':' in l)
             uids.append([fields['Name'].strip(), [int(x) for x in fields['Uid'].split()]])
+            if pid != sb._proc.pid:  # bwrap's launcher, outside the sandbox's namespaces
+                bounding.append([fields['Name'].strip(), fields['CapBnd'].strip()])
         report["host_uids"] = uids
+        report["bounding"] = bounding
     finally:
         await sb.close()
 
@@ -439,6 +456,9 @@ NONROOT_CELLS = {
     "after_forged": "'second'",
     # Without a cgroup, only the inode cap keeps empty files from filling the host's memory.
     "inodes": INODE_FLOOD % (2 * SandboxConfig().tmpfs_inodes),
+    # bwrap runs as uid 0 of the user namespace that unshare makes for the mounts: without
+    # --cap-drop ALL the agent's bounding set was that namespace's full set.
+    "caps": "[l.split()[1] for l in open('/proc/self/status') if l.startswith(('CapEff', 'CapPrm', 'CapBnd'))]",
 }
 
 
@@ -502,9 +522,14 @@ def test_an_ordinary_user_gets_a_working_sandbox_that_keeps_the_host_safe(nonroo
         assert cells["frame_bomb"][0] in ("crash", "ok", "error"), cells
         assert cells["forged"][0] in ("crash", "ok", "error"), cells
         assert cells["after_forged"][:2] == ["ok", "'second'"], cells
+        assert cells["caps"][:2] == ["ok", repr(["0000000000000000"] * 3)], cells
+        # Every process in the sandbox, the supervisor and the workers' zygote included,
+        # has an empty bounding set (bwrap, root of unshare's user namespace, kept it full).
+        assert len(report["bounding"]) >= 3 and {b for _, b in report["bounding"]} == {"0000000000000000"}, report
         assert cells["inodes"][0] == "ok", cells
         for n, err in eval(cells["inodes"][1]).values():  # noqa: S307 - the cell's dict of tuples
-            assert n < SandboxConfig().tmpfs_inodes and err == errno.ENOSPC, cells["inodes"]
+            cap = SandboxConfig().tmpfs_inodes
+            assert cap - INODE_SLACK <= n < cap and err == errno.ENOSPC, cells["inodes"]
         for name, uids in report["host_uids"]:
             assert set(uids) == {nonroot_user.pw_uid}, report["host_uids"]
         assert _device_stats() == devices_before
