@@ -120,11 +120,14 @@ def corpus_env_kwargs(config: TrainConfig) -> dict[str, Any]:
     ``invent_spelled`` when its pieces come from that very tokenizer, and less
     ``invent_related``: stems made from a question's own columns hold no word its text
     lacks, and without them the tokenizer (so an SFT that does not see them either) is
-    the one the run would have without the option, which makes it a clean A/B."""
+    the one the run would have without the option, which makes it a clean A/B. With
+    ``model.tokenizer_names: real``, less every ``invent_*`` option."""
     kwargs = dict(config.env.kwargs)
     if config.env.name_pieces == "tokenizer":
         kwargs.pop("invent_spelled", None)
     kwargs.pop("invent_related", None)
+    if config.model.tokenizer_names == "real":
+        kwargs = {k: v for k, v in kwargs.items() if not k.startswith("invent_")}
     return kwargs
 
 

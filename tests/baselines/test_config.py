@@ -258,3 +258,17 @@ def test_the_tokenizer_corpus_leaves_out_rl_only_name_shapes():
     assert corpus_env_kwargs(related) == corpus_env_kwargs(load_config(None, base)) == {"tier": 1, "invent_names": 1.0}
     spelled = load_config(None, [*base, "env.kwargs.invent_spelled=0.5", "env.name_pieces=tokenizer"])
     assert corpus_env_kwargs(spelled) == {"tier": 1, "invent_names": 1.0}
+
+
+def test_real_tokenizer_names_leave_every_made_up_name_out_of_the_corpus():
+    """``model.tokenizer_names: real`` builds the tokenizer's corpus without any
+    ``invent_*`` option, so made-up training names split into short pieces as held-out real
+    names do; the default keeps ``invent_names`` in it (the configs' measured runs)."""
+    from baselines.trainer import corpus_env_kwargs
+
+    base = ["env.id=agentgym/DataAnalysis-v2", "env.kwargs={tier: 1, invent_names: 1.0, invent_related: 0.5}"]
+    assert corpus_env_kwargs(load_config(None, base)) == {"tier": 1, "invent_names": 1.0}
+    real = load_config(None, [*base, "model.tokenizer_names=real"])
+    assert corpus_env_kwargs(real) == {"tier": 1}
+    assert real.env.kwargs["invent_names"] == 1.0  # the env itself still invents them
+    assert "model.tokenizer_names" in one_line_error(None, ["model.tokenizer_names=made_up"])
