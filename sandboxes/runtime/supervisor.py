@@ -29,6 +29,7 @@ never an error of the supervisor.
 from __future__ import annotations
 
 import argparse
+import errno
 import hashlib
 import hmac
 import json
@@ -267,6 +268,30 @@ def _real_uid(pid: int) -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+ROOT_TIME = 1_000_000_000
+"""The access and modification time every writable root gets back at a reset."""
+
+
+def _clear_root_metadata(root: str) -> None:
+    """Remove what agent code can attach to a writable root itself, which emptying it
+    leaves: every extended attribute (a default ACL made every next episode's file mode
+    000; ``user.*`` values held the tmpfs's inodes, so the next upload had no room) and
+    its times (a message to the next episode). Run as the root's owner."""
+    try:
+        names = os.listxattr(root)
+    except OSError:
+        names = []
+    for name in names:
+        try:
+            os.removexattr(root, name)
+        except OSError:
+            pass
+    try:
+        os.utime(root, (ROOT_TIME, ROOT_TIME))
+    except OSError:
+        pass
 
 
 def _remove_tree_contents(root: str) -> None:
@@ -884,6 +909,7 @@ class Supervisor:
                         os.chmod(root, mode)
                     except OSError:
                         pass
+                _clear_root_metadata(root)
             leftovers = self.leftovers()
         if leftovers:
             return {"seq": req["seq"], "ok": False, "error": "reset incomplete: " + "; ".join(leftovers)[:2000]}, b""
@@ -906,6 +932,12 @@ class Supervisor:
                 found.append(f"{root} holds {sorted(entries)[:5]}")
             if root in self.root_modes and mode != self.root_modes[root]:
                 found.append(f"{root} has mode {mode:o}, not {self.root_modes[root]:o}")
+            try:
+                attrs = os.listxattr(root)
+            except OSError:
+                attrs = []  # a filesystem without xattrs holds none
+            if attrs:
+                found.append(f"{root} has extended attributes {sorted(attrs)[:5]}")
         objects = _ipc_objects()
         if objects:
             found.append(f"{len(objects)} SysV IPC objects")
@@ -934,7 +966,13 @@ class Supervisor:
             with self.user:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 tmp = path + ".agentgym-upload"
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+                # Whatever agent code left at the temporary name (a FIFO would block this
+                # open until a reader came) goes first; O_EXCL then makes a new regular file.
+                try:
+                    os.unlink(tmp)
+                except FileNotFoundError:
+                    pass
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
                 with open(fd, "wb") as f:
                     f.write(payload)
                 os.replace(tmp, path)
@@ -947,6 +985,10 @@ class Supervisor:
             with self.user:
                 fd = os.open(self.resolve(req["path"]), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
                 with open(fd, "rb") as f:
+                    # Only a regular file: a FIFO, socket or device that agent code left
+                    # there reads as nothing (None, non-blocking) or forever.
+                    if not stat.S_ISREG(os.fstat(fd).st_mode):
+                        raise OSError(errno.EINVAL, "not a regular file", req["path"])
                     data = f.read(DOWNLOAD_LIMIT + 1)
         except OSError as e:
             return {"seq": req["seq"], "error": _os_error(e)}, b""

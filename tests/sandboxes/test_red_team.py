@@ -413,6 +413,73 @@ async def test_symlinks_planted_for_the_next_upload_lead_nowhere(pool):
         assert check.value == "(False, 'a,b\\n1,2\\n', True)"
 
 
+async def test_files_that_are_not_regular_fail_the_transfer_as_the_agents_error(pool):
+    """Agent code plants what is not a regular file where the host will upload or download:
+    a FIFO with no peer (the upload's open blocked until the supervisor was called hung and
+    the sandbox counted as broken; the download read ``None`` and crashed the supervisor,
+    an infrastructure error), a FIFO a process of its own holds open, a unix socket, a
+    directory. Each is an ``OSError`` of the agent's (never ``SandboxInfraError``), at
+    once, an upload replaces what stood at its names, and the sandbox goes on."""
+    async with pool.sandbox() as sb:
+        await _run(sb, """
+            import os, socket, subprocess, sys
+            os.mkfifo('lonely.csv')
+            os.mkfifo('held.csv')
+            subprocess.Popen([sys.executable, '-c', "import os, time; fd = os.open('held.csv', os.O_RDWR); time.sleep(600)"],
+                             start_new_session=True)
+            socket.socket(socket.AF_UNIX).bind('sock.csv')
+            os.mkdir('dir.csv')
+            os.mkfifo('notes.txt.agentgym-upload')
+            os.mkfifo('target.txt')
+            import time; time.sleep(0.3)
+        """)
+        for name in ("lonely.csv", "held.csv", "sock.csv", "dir.csv"):
+            started = time.monotonic()
+            with pytest.raises(OSError) as raised:
+                await sb.download(name)
+            assert not isinstance(raised.value, SandboxInfraError), (name, raised.value)
+            assert time.monotonic() - started < 5, name
+        for name in ("notes.txt", "target.txt"):
+            started = time.monotonic()
+            await sb.upload(name, b"fresh")
+            assert time.monotonic() - started < 5, name
+            assert await sb.download(name) == b"fresh"
+        assert sb.inner.anomaly is None, sb.inner.anomaly
+        check = await _run(sb, "import os\n(os.path.exists('notes.txt.agentgym-upload'), open('target.txt').read())")
+        assert check.value == "(False, 'fresh')"
+
+
+async def test_what_agent_code_attaches_to_the_workdir_itself_is_gone_after_reset(pool):
+    """Emptying the workdir left the directory's own metadata: a default ACL of mode 000
+    made the next episode's uploaded table unreadable and its every file mode 000, and
+    ``user.*`` values are data the next episode can read (on tmpfs they also use up its
+    inodes). A reset removes every extended attribute and sets the times back."""
+    async with pool.sandbox() as sb:
+        planted = await _run(sb, """
+            import os, struct
+            everyone_nothing = struct.pack('<I', 2) + b''.join(struct.pack('<HHI', tag, 0, 0xffffffff) for tag in (1, 4, 0x20))
+            done = []
+            for name, value in (('system.posix_acl_default', everyone_nothing), ('user.note', b'from the last episode')):
+                try:
+                    os.setxattr('.', name, value)
+                    done.append(name)
+                except OSError:
+                    pass
+            os.utime('.', (7654321, 7654321))
+            done
+        """)
+        assert "user.note" in planted.value, planted  # the attack took
+        await sb.reset()
+        await sb.upload("data.csv", b"a\n1\n")
+        check = await _run(sb, """
+            import os
+            open('mine.txt', 'w').write('x')
+            (open('data.csv').read(), os.listxattr('.'), os.stat('.').st_mtime == 7654321,
+             oct(os.stat('mine.txt').st_mode & 0o777) != '0o0')
+        """)
+        assert check.value == "('a\\n1\\n', [], False, True)", check
+
+
 async def test_a_fork_storm_during_reset_leaves_no_process_behind(pool):
     async with pool.sandbox() as sb:
         started = await _run(sb, """
