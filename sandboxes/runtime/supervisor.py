@@ -273,17 +273,24 @@ def _real_uid(pid: int) -> int | None:
 ROOT_TIME = 1_000_000_000
 """The access and modification time every writable root gets back at a reset."""
 
+AGENT_XATTRS = ("user.", "system.posix_acl_")
+"""The extended attributes an unprivileged owner can set; others (``security.selinux``
+on an SELinux host) belong to the host and stay."""
+
+
+def _agent_xattrs(root: str) -> list:
+    try:
+        return [n for n in os.listxattr(root) if n.startswith(AGENT_XATTRS)]
+    except OSError:
+        return []  # a filesystem without xattrs holds none
+
 
 def _clear_root_metadata(root: str) -> None:
     """Remove what agent code can attach to a writable root itself, which emptying it
-    leaves: every extended attribute (a default ACL made every next episode's file mode
-    000; ``user.*`` values held the tmpfs's inodes, so the next upload had no room) and
-    its times (a message to the next episode). Run as the root's owner."""
-    try:
-        names = os.listxattr(root)
-    except OSError:
-        names = []
-    for name in names:
+    leaves: every extended attribute it can set (a default ACL made every next episode's
+    file mode 000; ``user.*`` values held the tmpfs's inodes, so the next upload had no
+    room) and its times (a message to the next episode). Run as the root's owner."""
+    for name in _agent_xattrs(root):
         try:
             os.removexattr(root, name)
         except OSError:
@@ -932,10 +939,7 @@ class Supervisor:
                 found.append(f"{root} holds {sorted(entries)[:5]}")
             if root in self.root_modes and mode != self.root_modes[root]:
                 found.append(f"{root} has mode {mode:o}, not {self.root_modes[root]:o}")
-            try:
-                attrs = os.listxattr(root)
-            except OSError:
-                attrs = []  # a filesystem without xattrs holds none
+            attrs = _agent_xattrs(root)
             if attrs:
                 found.append(f"{root} has extended attributes {sorted(attrs)[:5]}")
         objects = _ipc_objects()
