@@ -631,10 +631,12 @@ class Supervisor:
         return True
 
     def remove_agent_files(self) -> None:
-        """Empty every place agent code can write and remove its IPC objects (as the
-        sandbox user: a planted symlink leads nowhere the agent could not go itself)."""
+        """Empty every place agent code can write, with what it attached to those places
+        themselves, and remove its IPC objects (as the sandbox user: a planted symlink
+        leads nowhere the agent could not go itself)."""
         for root in self.scrub_dirs:
             _remove_tree_contents(root)
+            _clear_root_metadata(root)
         _remove_ipc_objects()
 
     def discard_worker(self) -> None:
@@ -916,7 +918,6 @@ class Supervisor:
                         os.chmod(root, mode)
                     except OSError:
                         pass
-                _clear_root_metadata(root)
             leftovers = self.leftovers()
         if leftovers:
             return {"seq": req["seq"], "ok": False, "error": "reset incomplete: " + "; ".join(leftovers)[:2000]}, b""
