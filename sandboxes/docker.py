@@ -7,13 +7,14 @@ bind-mounted read-only at ``/opt/agentgym``, so the engine must share this host'
 filesystem (a local engine, or several local engines).
 
 The container runs as root with every capability dropped except SETUID, SETGID and KILL,
-which the supervisor needs to run agent code as ``config.user`` and to clean up after it;
-agent code itself holds no capability (see ``runtime/supervisor.py``).
+which the supervisor needs to run agent code as its own uid (:func:`agent_user`) and to
+clean up after it; agent code itself holds no capability (see ``runtime/supervisor.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 from typing import Any
 
@@ -26,7 +27,7 @@ from sandboxes.reaper import OWNER_LABEL, SANDBOX_LABEL, owner_id, reap_orphans,
 from sandboxes.runtime import wire
 from sandboxes.supervised import RUNTIME_DIR, SupervisedSandbox, runtime_digest
 
-__all__ = ["DockerSandbox", "DockerBackend", "container_options"]
+__all__ = ["AGENT_UIDS", "DockerSandbox", "DockerBackend", "agent_user", "container_options"]
 
 _IN_RUNTIME_DIR = "/opt/agentgym"
 SUPERVISOR_CAPS = ["SETUID", "SETGID", "KILL"]
@@ -46,14 +47,39 @@ with ``pids_limit=64`` does not even start); the sandbox's own processes are tas
 the sentry, which a fork bomb exhausts as memory and CPU, within the same limits."""
 
 
+AGENT_UIDS = range(1_000_000_000, 2_000_000_000)
+"""Host uids a container's agent code runs as when ``SandboxConfig.user`` is unset.
+
+Without a user namespace a container's uid *is* a host uid, and the kernel keeps some
+limits per uid, not per cgroup: inotify instances and watches, pipe buffer pages, POSIX
+message queue bytes, pending signals, ``RLIMIT_NPROC``. With one uid for every container
+(the image's 1000, also the host's first login user) a sandbox that held 128 inotify
+instances gave that user and every other sandbox EMFILE. So each container draws its own
+uid from this range: above login users (Debian's UID_MAX is 60,000) and the subordinate
+ranges ``useradd`` hands out (100,000 + 65,536 per user), below the process backend's
+2,000,000,000 + pid. Two live containers share one with probability about n^2 / 2e9
+(1e-6 for 64)."""
+_uids = random.SystemRandom()
+
+
+def agent_user(config: SandboxConfig) -> tuple[str, str]:
+    """The ``(uid, gid)`` agent code runs as in a new container: ``config.user`` if set,
+    else a fresh draw from :data:`AGENT_UIDS` (as uid and gid)."""
+    if config.user:
+        uid, _, gid = config.user.partition(":")
+        return uid, gid or uid
+    uid = str(_uids.randrange(AGENT_UIDS.start, AGENT_UIDS.stop))
+    return uid, uid
+
+
 def container_options(config: SandboxConfig, image: str, owner: str) -> dict[str, Any]:
     """Keyword arguments for ``containers.create``: every isolation setting, explicitly."""
     size = config.tmpfs_size
-    uid, _, gid = config.user.partition(":")
+    uid, gid = agent_user(config)
     shm_bytes = parse_size(config.shm_size)
     supervisor = [
         "python3", "-E", "-s", f"{_IN_RUNTIME_DIR}/supervisor.py",
-        "--sandbox-user", f"{uid}:{gid or uid}",
+        "--sandbox-user", f"{uid}:{gid}",
         "--scrub", "/dev/shm,/dev/mqueue",
         "--workdir", config.workdir,
         "--tmpdir", "/tmp",
@@ -89,7 +115,7 @@ def container_options(config: SandboxConfig, image: str, owner: str) -> dict[str
         "read_only": config.read_only_root,
         "tmpfs": {
             "/tmp": f"{tmpfs_opts},mode=1777",
-            config.workdir: f"{tmpfs_opts},mode=0755,uid={uid},gid={gid or uid}",
+            config.workdir: f"{tmpfs_opts},mode=0755,uid={uid},gid={gid}",
             # Our own /dev/shm (the engine's takes only a size): capped in inodes too.
             "/dev/shm": f"rw,nosuid,nodev,noexec,size={shm_bytes},nr_inodes={config.tmpfs_inodes},mode=1777",
         },

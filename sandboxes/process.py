@@ -227,7 +227,7 @@ def bwrap_argv(config: SandboxConfig, bwrap: str, *, mounts: str, oom_file: str 
     else runs (see :func:`launch_argv`); mapping a uid in a user namespace would make it
     host root.
     """
-    uid, _, gid = config.user.partition(":")
+    uid, _, gid = (config.user or "1000:1000").partition(":")
     argv = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--hostname", "sandbox"]
     if _runs_as_root():

@@ -130,9 +130,13 @@ class SandboxConfig:
     """Memory limit; swap is disabled (memswap limit == mem limit)."""
     cpus: float = 1.0
     """CPU quota in cores."""
-    user: str = "1000:1000"
-    """Non-root ``uid:gid`` the agent's code runs as. In containers the supervisor runs
-    as another user (root with only SETUID, SETGID and KILL), out of the agent's reach."""
+    user: str | None = None
+    """Non-root ``uid:gid`` the agent's code runs as. ``None`` (the default): in Docker a
+    host uid of each container's own (``sandboxes.docker.AGENT_UIDS``), so no host user and
+    no other sandbox shares its per-user kernel limits; in the process backend its own
+    host uid as root, 1000 inside its user namespace otherwise. In containers the
+    supervisor runs as another user (root with only SETUID, SETGID and KILL), out of the
+    agent's reach."""
     runtime: str | None = None
     """OCI runtime for containers (``"runsc"`` for gVisor, when the engine has it): a
     second wall against kernel exploits. ``None`` is the engine's default (runc)."""
@@ -335,6 +339,8 @@ def default_env(config: SandboxConfig) -> dict[str, str]:
         "PYTHONHASHSEED": "0",
         "MPLBACKEND": "Agg",
         "HOME": config.workdir,
+        "USER": "sandbox",  # getpass.getuser() & co.: an agent uid may have no passwd entry
+        "LOGNAME": "sandbox",
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
     }

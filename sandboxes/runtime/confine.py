@@ -16,9 +16,11 @@ and the zygote by namespaces instead:
   it; and in its mount namespace the host's device nodes and ``/proc/sys`` are read-only;
 - no capabilities at all afterwards (effective, permitted, inheritable, bounding), and a
   uid that is not root in its namespace, so ``exec`` gives none back;
-- a seccomp filter that refuses new namespaces, mounts and kernel keyrings: without it a
-  fresh user namespace would let agent code mount an unbounded tmpfs (or remount the
-  device nodes writable), and the per-uid keyring would carry data into the next episode.
+- a seccomp filter that refuses new namespaces, mounts, kernel keyrings and host-wide
+  tables: without it a fresh user namespace would let agent code mount an unbounded tmpfs
+  (or remount the device nodes writable), the per-uid keyring would carry data into the
+  next episode, and AIO contexts held by one sandbox would fail ``io_setup`` on the whole
+  host. The worker installs the same filter in containers too, on top of the engine's.
 
 Everything is Linux- and (for the syscall filter) x86_64-specific; :func:`syscall_filter_supported`
 says whether the filter can be installed here.
@@ -140,6 +142,9 @@ _DENIED_X86_64 = {
     "add_key": 248, "request_key": 249, "keyctl": 250, "bpf": 321, "perf_event_open": 298,
     "userfaultfd": 323, "io_uring_setup": 425, "open_tree": 428, "move_mount": 429, "fsopen": 430,
     "fsconfig": 431, "fsmount": 432,
+    # Host-wide tables charged to no cgroup: a sandbox's AIO contexts count against the
+    # host's one fs.aio-max-nr (65,536), so holding them fails every io_setup on the host.
+    "io_setup": 206,
 }
 _CLONE, _CLONE3 = 56, 435
 _AUDIT_ARCH_X86_64 = 0xC000003E
@@ -182,7 +187,8 @@ def _filter_program() -> bytes:
 
 
 def install_syscall_filter() -> None:
-    """Refuse new namespaces, mounts and keyrings from now on (needs no_new_privs)."""
+    """Refuse new namespaces, mounts, keyrings and host-wide tables from now on (needs
+    no_new_privs, or CAP_SYS_ADMIN)."""
     code = _filter_program()
     n = len(code) // 8
     buf = ctypes.create_string_buffer(code, len(code))

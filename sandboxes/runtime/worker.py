@@ -242,12 +242,21 @@ def _namespace_init(fds: list) -> int:
 
 def _confine_worker(options: dict) -> None:
     """As PID 1 of a fresh namespace set (process backend): note the pid the supervisor
-    knows us by, then give up every capability and install the syscall filter."""
+    knows us by, then give up every capability."""
     import confine
 
     options["outer_pid"] = confine.outer_pid()
     confine.drop_capabilities()
+
+
+def _filter_syscalls() -> None:
+    """Every backend, before any agent code: no_new_privs, then the syscall filter
+    (``confine.install_syscall_filter``). In a container it comes on top of the engine's
+    own profile, which still lets agent code take host-wide tables such as AIO contexts."""
+    import confine
+
     if confine.syscall_filter_supported():
+        _prctl(38, 1)  # PR_SET_NO_NEW_PRIVS: a filter needs it without CAP_SYS_ADMIN
         confine.install_syscall_filter()
 
 
@@ -316,6 +325,7 @@ def zygote(options: dict, hello: dict) -> None:
                 os.close(err_w)
                 _become_sandbox_user(options.get("user"))
                 _apply_limits(options.get("rlimits", {}))
+                _filter_syscalls()
                 _prctl(4, 1)  # dumpable again: its /proc files belong to it, not root
                 _reseed()
                 become_worker(dict(options, ctrl_in=ctrl_in, ctrl_out=ctrl_out), hello)

@@ -5,6 +5,7 @@ Kept to well under four minutes on a 2-core machine: containers are few and shar
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import os
 import signal
@@ -19,7 +20,7 @@ import pytest
 from sandboxes.supervised import RUNTIME_DIR
 
 from sandboxes import DockerSandbox, PoolConfig, SandboxConfig, SandboxInfraError, SandboxPool
-from sandboxes.docker import DockerBackend
+from sandboxes.docker import AGENT_UIDS, DockerBackend, agent_user, container_options
 from sandboxes.engine import connect
 from sandboxes.image import build_image, image_tag
 from sandboxes.reaper import OWNER_LABEL, owner_id, reap_orphans
@@ -76,7 +77,22 @@ async def test_container_has_every_isolation_setting(engine_url):
             "import os\n(os.getresuid(), os.getgroups(), open('/proc/1/cmdline').read().split('\\0')[0], "
             "[l.split()[1] for l in open('/proc/self/status') if l.startswith(('CapEff', 'CapPrm', 'CapBnd'))][:2])"
         )
-        assert who.value == "((1000, 1000, 1000), [], '/usr/bin/tini', ['0000000000000000', '0000000000000000'])"
+        ids, groups, init, caps = ast.literal_eval(who.value)
+        uid = ids[0]
+        assert ids == (uid, uid, uid) and uid in AGENT_UIDS, who.value  # a host uid of its own
+        assert (groups, init, caps) == ([], "/usr/bin/tini", ["0000000000000000", "0000000000000000"]), who.value
+
+
+def test_each_container_runs_agent_code_as_a_host_uid_of_its_own():
+    """Per-user kernel limits (inotify, pipe pages, NPROC) are shared by a uid's processes
+    host-wide; see the red-team test that held them. The configured user still wins."""
+    users = {agent_user(SandboxConfig()) for _ in range(64)}
+    assert len(users) == 64 and all(u == g and int(u) in AGENT_UIDS for u, g in users)
+    options = container_options(SandboxConfig(), "image", "owner")
+    uid = options["entrypoint"][options["entrypoint"].index("--sandbox-user") + 1].partition(":")[0]
+    assert f"uid={uid},gid={uid}" in options["tmpfs"]["/workspace"]  # the workdir is that uid's
+    assert agent_user(SandboxConfig(user="1234:5678")) == ("1234", "5678")
+    assert agent_user(SandboxConfig(user="1234")) == ("1234", "1234")
 
 
 @pytest.mark.asyncio(loop_scope="module")

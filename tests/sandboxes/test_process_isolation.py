@@ -84,7 +84,7 @@ except OSError:
 async def test_the_environment_is_minimal(sandbox):
     env = await _value(sandbox, "import os\ndict(os.environ)")
     assert not {k for k in env if k.startswith(("AGENTGYM", "DOCKER", "SSH", "VIRTUAL_ENV"))}
-    assert set(env) <= {"PATH", "PWD", "HOME", "TMPDIR", "LANG", "LC_ALL", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED",
+    assert set(env) <= {"PATH", "PWD", "HOME", "USER", "LOGNAME", "TMPDIR", "LANG", "LC_ALL", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED",
                         "PYTHONHASHSEED", "MPLBACKEND", *SandboxConfig().thread_env()}, env
 
 

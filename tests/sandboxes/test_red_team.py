@@ -856,3 +856,99 @@ async def test_a_sigstop_storm_cannot_hang_the_reset(pool):
         assert pool.stats.replaced == replaced
     async with pool.sandbox() as sb:  # the reset ran (or the sandbox was discarded), never infra
         assert (await _run(sb, "6 * 7")).value == "42"
+
+
+HOLD_HOST_WIDE_AIO = textwrap.dedent("""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    held = globals().setdefault('held', [])
+    taken = 0
+    for _ in range(128):  # 128 x 1024: more than the host's whole fs.aio-max-nr (65536)
+        ctx = ctypes.c_ulong(0)
+        if libc.syscall(206, 1024, ctypes.byref(ctx)) != 0:  # io_setup (x86_64)
+            break
+        held.append(ctx)
+        taken += 1024
+    print('AIO', taken, ctypes.get_errno())
+""")
+
+
+def _aio_in_use() -> int:
+    with open("/proc/sys/fs/aio-nr") as f:
+        return int(f.read())
+
+
+async def test_a_sandbox_cannot_use_up_a_host_wide_kernel_table(pool):
+    """Round four: the AIO context table (``fs.aio-max-nr``) is one per host and charged to
+    no cgroup. A sandbox took all 65,536 entries, held them between cells, and until its
+    reset every ``io_setup`` on the host (databases, the engine, other sandboxes) failed
+    with EAGAIN. Property: what agent code holds leaves the host's table as it was."""
+    import platform
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the attack calls io_setup by its x86_64 number")
+    async with pool.sandbox() as sb:
+        before = _aio_in_use()
+        attack = await _run(sb, HOLD_HOST_WIDE_AIO)
+        assert attack.status == "ok", attack
+        held = _aio_in_use() - before  # while agent code still holds every context it got
+        assert held < 1024, f"agent code holds {held} of the host's AIO entries ({attack.stdout.strip()})"
+        assert (await _run(sb, "6 * 7")).value == "42"
+
+
+HOLD_PER_USER_LIMITS = textwrap.dedent("""
+    import ctypes, fcntl, os
+    libc = ctypes.CDLL(None, use_errno=True)
+    held = globals().setdefault('held', [])
+    inotify = 0
+    while inotify < 1024:  # the host's fs.inotify.max_user_instances is 128 by default
+        fd = libc.inotify_init1(0)
+        if fd < 0:
+            break
+        held.append(fd)
+        inotify += 1
+    pipe_mb = 0
+    while pipe_mb < 256:  # fs.pipe-user-pages-soft: 64 MiB of pipe buffers per user
+        try:
+            r, w = os.pipe()
+        except OSError:
+            break
+        held += [r, w]
+        try:
+            fcntl.fcntl(w, 1031, 1 << 20)  # F_SETPIPE_SZ: reserved, not yet memory
+        except OSError:
+            break
+        pipe_mb += 1
+    print('INOTIFY', inotify, 'PIPE_MB', pipe_mb)
+""")
+
+PROBE_PER_USER_LIMITS = (
+    "import ctypes, fcntl, os\n"
+    "fd = ctypes.CDLL(None, use_errno=True).inotify_init1(0)\n"
+    "r, w = os.pipe()\n"
+    "print(fd >= 0, fcntl.fcntl(w, 1032))\n"  # F_GETPIPE_SZ: one page once the user is over
+)
+
+
+async def test_what_a_sandbox_uses_of_per_user_limits_no_host_user_shares(pool):
+    """Round four: Docker ran every sandbox's agent code as host uid 1000, the uid of the
+    host's first login user, so per-user kernel limits were shared with that user and
+    between sandboxes: 128 ``inotify_init1`` calls gave the host user EMFILE, and 64 MiB of
+    pipe buffers cut every new pipe of theirs to one page. Property: while agent code holds
+    all it can, uid 1000 on the host still gets both."""
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0:
+        pytest.skip("probing as host uid 1000 needs root (CI runs the suite as root)")
+    python = shutil.which("python3", path="/usr/bin:/bin")  # one uid 1000 may run (not a root-owned venv's)
+    assert python, "the host has no /usr/bin/python3 to probe with"
+    async with pool.sandbox() as sb:
+        attack = await _run(sb, HOLD_PER_USER_LIMITS)
+        assert attack.status == "ok", attack
+        assert "INOTIFY" in attack.stdout, attack
+        probe = await asyncio.to_thread(subprocess.run, [python, "-I", "-c", PROBE_PER_USER_LIMITS],
+                                        user=1000, group=1000, extra_groups=[], capture_output=True, text=True)
+        assert probe.returncode == 0, probe.stderr
+        assert probe.stdout.split() == ["True", "65536"], (
+            f"host uid 1000 shares the sandbox's per-user limits ({attack.stdout.strip()}): {probe.stdout}")

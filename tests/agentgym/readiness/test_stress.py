@@ -214,11 +214,12 @@ def test_the_leak_probe_finds_what_another_episode_planted(docker_engine):
     try:
         _, info = env.reset(seed=0)
         actions = {a.name: a for a in adversarial_actions(info["tools"])}
-        env.step(actions["python:plant_files"].text.replace(CANARY, "agentgym-canary-E7"))
+        env.step(actions["python:attach_to_workdir"].text.replace(CANARY, "agentgym-canary-E8"))
+        env.step(actions["python:plant_files"].text.replace(CANARY, "agentgym-canary-E7"))  # chmods . to 555
         env.step(actions["python:plant_ipc"].text)
         obs, *_ = env.step(actions["python:probe_leaks"].text)
         found = _foreign_canaries(obs, index=3)
-        assert "7" in found and "sysv-msg" in found, obs
+        assert "7" in found and "8" in found and "sysv-msg" in found, obs
         assert _foreign_canaries(obs, index=7) == [f for f in found if f != "7"]
     finally:
         env.close()
