@@ -14,6 +14,7 @@ clean up after it; agent code itself holds no capability (see ``runtime/supervis
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import threading
 from typing import Any
@@ -47,7 +48,7 @@ with ``pids_limit=64`` does not even start); the sandbox's own processes are tas
 the sentry, which a fork bomb exhausts as memory and CPU, within the same limits."""
 
 
-AGENT_UIDS = range(1_000_000_000, 2_000_000_000)
+AGENT_UIDS = range(1_879_048_192, 2_000_000_000)
 """Host uids a container's agent code runs as when ``SandboxConfig.user`` is unset.
 
 Without a user namespace a container's uid *is* a host uid, and the kernel keeps some
@@ -55,10 +56,11 @@ limits per uid, not per cgroup: inotify instances and watches, pipe buffer pages
 message queue bytes, pending signals, ``RLIMIT_NPROC``. With one uid for every container
 (the image's 1000, also the host's first login user) a sandbox that held 128 inotify
 instances gave that user and every other sandbox EMFILE. So each container draws its own
-uid from this range: above login users (Debian's UID_MAX is 60,000) and the subordinate
-ranges ``useradd`` hands out (100,000 + 65,536 per user), below the process backend's
-2,000,000,000 + pid. Two live containers share one with probability about n^2 / 2e9
-(1e-6 for 64)."""
+uid from this range: above systemd's ranges for login users, dynamic users and
+containers (``systemd-nspawn --private-users=pick`` takes 0x80000 to 0x6FFFFFFF), below
+the process backend's 2,000,000,000 + pid and 2^31; a draw that falls in a subordinate
+range of ``/etc/subuid`` or ``/etc/subgid`` (LXD's, Podman's) is drawn again. Two live
+containers share one with probability about n^2 / 2.4e8 (1.7e-5 for 64)."""
 _uids = random.SystemRandom()
 
 
@@ -68,8 +70,27 @@ def agent_user(config: SandboxConfig) -> tuple[str, str]:
     if config.user:
         uid, _, gid = config.user.partition(":")
         return uid, gid or uid
-    uid = str(_uids.randrange(AGENT_UIDS.start, AGENT_UIDS.stop))
-    return uid, uid
+    taken = _subordinate_ranges()
+    for _ in range(100):
+        uid = _uids.randrange(AGENT_UIDS.start, AGENT_UIDS.stop)
+        if not any(start <= uid < start + count for start, count in taken):
+            break
+    return str(uid), str(uid)
+
+
+def _subordinate_ranges() -> list[tuple[int, int]]:
+    """``(start, count)`` of every range in ``/etc/subuid`` and ``/etc/subgid``."""
+    found = []
+    for path in ("/etc/subuid", "/etc/subgid"):
+        try:
+            with open(path) as f:
+                for line in f:
+                    fields = line.strip().split(":")
+                    if len(fields) == 3 and fields[1].isdigit() and fields[2].isdigit():
+                        found.append((int(fields[1]), int(fields[2])))
+        except OSError:
+            continue
+    return found
 
 
 def container_options(config: SandboxConfig, image: str, owner: str) -> dict[str, Any]:
@@ -88,7 +109,7 @@ def container_options(config: SandboxConfig, image: str, owner: str) -> dict[str
         "--value-limit", str(config.value_limit_bytes),
         "--default-timeout", str(config.default_timeout_s),
         "--grace", str(config.grace_s),
-        "--rlimits", '{"core": 0}',
+        "--rlimits", json.dumps({"core": 0, "nofile": config.open_files}),
         "--key-stdin",
     ]  # fmt: skip
     entrypoint = (["/usr/bin/tini", "--"] if config.init else []) + supervisor
@@ -118,6 +139,10 @@ def container_options(config: SandboxConfig, image: str, owner: str) -> dict[str
             config.workdir: f"{tmpfs_opts},mode=0755,uid={uid},gid={gid}",
             # Our own /dev/shm (the engine's takes only a size): capped in inodes too.
             "/dev/shm": f"rw,nosuid,nodev,noexec,size={shm_bytes},nr_inodes={config.tmpfs_inodes},mode=1777",
+            # No pseudo-terminals: every devpts instance draws on the host's one table
+            # (kernel.pty.max), and a sandbox took 3,071 of its 4,096. An empty read-only
+            # tmpfs hides the engine's devpts, so /dev/ptmx leads nowhere.
+            "/dev/pts": "ro,nosuid,nodev,noexec,size=4k,nr_inodes=16,mode=0755",
         },
         "pids_limit": config.pids_limit + (GVISOR_SENTRY_THREADS if config.runtime == "runsc" else 0),
         "mem_limit": config.mem_limit_bytes,

@@ -252,6 +252,8 @@ def bwrap_argv(config: SandboxConfig, bwrap: str, *, mounts: str, oom_file: str 
         argv += ["--ro-bind", os.path.dirname(oom_file), _IN_MEMORY]
     argv += [
         "--proc", "/proc", "--dev", "/dev",
+        # no pseudo-terminals (the host's one kernel.pty.max table): /dev/ptmx leads nowhere
+        "--tmpfs", "/dev/pts", "--remount-ro", "/dev/pts",
         "--bind", f"{mounts}/shm", "/dev/shm",
         "--bind", f"{mounts}/tmp", "/tmp",
         "--bind", f"{mounts}/work", config.workdir,
@@ -502,7 +504,7 @@ class ProcessSandbox(SupervisedSandbox):
     def _supervisor_args(self, oom_file: str | None) -> list[str]:
         c = self.config
         unsafe = self.isolation == "unsafe"
-        rlimits: dict[str, Any] = {"core": 0}
+        rlimits: dict[str, Any] = {"core": 0, "nofile": c.open_files}
         if unsafe:
             rlimits["fsize"] = parse_size(c.tmpfs_size)  # no tmpfs: a per-file cap at least
         if self._cgroup is None:

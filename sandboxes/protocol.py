@@ -126,6 +126,13 @@ class SandboxConfig:
     size, mode and owner (and applies no IPC sysctls), so there filling kernel memory
     ends the sandbox, which the pool makes the agent's crash."""
     pids_limit: int = 128
+    open_files: int = 256
+    """Open files per process of agent code (``RLIMIT_NOFILE``, soft and hard). The host
+    has one open-file table (``fs.file-max``, about 100,000 per GiB of RAM) and open files
+    are charged only as memory: with the engine's 20,000 per process, one sandbox's 58
+    children held 1.2 million, half of a 24 GiB host's table. A sandbox can hold at most
+    ``pids_limit x open_files`` (32,768 with the defaults); keep that times the sandboxes
+    running at once well under ``fs.file-max``."""
     mem_limit: str = "1g"
     """Memory limit; swap is disabled (memswap limit == mem limit)."""
     cpus: float = 1.0
@@ -196,6 +203,9 @@ class SandboxConfig:
                 f"actual values: {self.default_timeout_s}, {self.grace_s}, "
                 f"{self.transport_slack_s}"
             )
+        if self.open_files < 32:
+            raise SandboxConfigError(f"Expected open_files >= 32 (an interpreter needs a few dozen), "
+                                     f"actual value: {self.open_files}")
         if self.tmpfs_inodes < 64:
             raise SandboxConfigError(f"Expected tmpfs_inodes >= 64, actual value: {self.tmpfs_inodes}")
         writable = 2 * parse_size(self.tmpfs_size) + parse_size(self.shm_size) + 3 * self.tmpfs_inodes * INODE_BYTES

@@ -145,6 +145,8 @@ _DENIED_X86_64 = {
     # Host-wide tables charged to no cgroup: a sandbox's AIO contexts count against the
     # host's one fs.aio-max-nr (65,536), so holding them fails every io_setup on the host.
     "io_setup": 206,
+    # Memory taken out of the kernel's direct map (fragments it for the whole host).
+    "memfd_secret": 447,
 }
 _CLONE, _CLONE3 = 56, 435
 _AUDIT_ARCH_X86_64 = 0xC000003E

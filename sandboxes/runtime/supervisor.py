@@ -146,6 +146,39 @@ def _memory_headroom() -> int | None:
     return None
 
 
+def _can_allocate(nbytes: int) -> bool:
+    """Whether a process in this sandbox gets ``nbytes`` of memory now, once the kernel has
+    reclaimed what it can: a forked child touches that much and exits.
+
+    What :func:`_memory_headroom` counts as used includes kernel memory the kernel frees
+    on demand: negative dentries from lookups of missing names outlive agent code and the
+    reset, and 325,000 of them (2.5 s of ``os.stat``) made a sandbox look full, so the next
+    episode was told of and lost its files for what an earlier one did. The child asks
+    the kernel instead; its OOM score is the highest, so a sandbox that is really full
+    kills only it."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            try:
+                libc.prctl(libc.PR_SET_DUMPABLE, 1)  # a non-dumpable process's /proc files are root's
+                with open("/proc/self/oom_score_adj", "w") as f:
+                    f.write("1000")
+            except Exception:
+                pass
+            block = b"\1" * nbytes  # every page written, so every page charged
+            os._exit(0 if len(block) == nbytes else 1)
+        finally:
+            os._exit(1)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            return os.waitstatus_to_exitcode(status) == 0
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            return False
+
+
 def _become_subreaper() -> None:
     """Orphans of the worker (it is double-forked by the zygote) become our children."""
     try:
@@ -303,36 +336,67 @@ def _clear_root_metadata(root: str) -> None:
 
 def _remove_tree_contents(root: str) -> None:
     """Delete everything under ``root`` whatever modes agent code set (run as the owner;
-    the caller restores the root's own mode afterwards)."""
+    the caller restores the root's own mode afterwards).
+
+    Iterative, and relative to one open directory at a time: agent code can nest
+    directories deeper than Python's recursion limit (1,100 levels made a recursive
+    removal raise RecursionError, so the supervisor failed and its sandbox was replaced as
+    infrastructure) and paths longer than PATH_MAX (20 levels of 250-character names:
+    every full-path call failed). Depth and name length cost nothing here."""
     try:
         os.chmod(root, 0o700)  # a root dir agent code made read-only (fails on /tmp: not ours)
     except OSError:
         pass
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        entries = os.listdir(root)
+        fd = os.open(root, flags)
     except OSError:
         return
-    for name in entries:
-        path = os.path.join(root, name)
-        try:
-            st = os.lstat(path)
-        except OSError:
-            continue
-        if stat.S_ISDIR(st.st_mode):
+    names: list = []  # the path from root to fd, as names
+    stuck: set = set()  # (dev, inode) of directories that could not be entered or removed
+    try:
+        for _ in range(1 << 22):  # bounded: each turn removes an entry or steps a level
+            child = None
             try:
-                os.chmod(path, 0o700)
+                with os.scandir(fd) as entries:
+                    for entry in entries:
+                        try:
+                            if entry.is_dir(follow_symlinks=False):
+                                st = entry.stat(follow_symlinks=False)
+                                if child is None and (st.st_dev, st.st_ino) not in stuck:
+                                    child = (entry.name, (st.st_dev, st.st_ino))
+                            else:
+                                os.unlink(entry.name, dir_fd=fd)
+                        except OSError:
+                            pass
             except OSError:
                 pass
-            _remove_tree_contents(path)
+            if child is not None:  # down a level
+                name, key = child
+                try:
+                    os.chmod(name, 0o700, dir_fd=fd)
+                    sub = os.open(name, flags, dir_fd=fd)
+                except OSError:
+                    stuck.add(key)
+                    continue
+                os.close(fd)
+                fd = sub
+                names.append((name, key))
+                continue
+            if not names:
+                return
+            name, key = names.pop()  # this directory is as empty as it gets: up and remove it
+            parent = os.open("..", flags, dir_fd=fd)
+            os.close(fd)
+            fd = parent
             try:
-                os.rmdir(path)
+                os.rmdir(name, dir_fd=fd)
             except OSError:
-                pass
-        else:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+                stuck.add(key)
+    except OSError:
+        return
+    finally:
+        os.close(fd)
 
 
 _IPC_FILES = (("/proc/sysvipc/shm", "shmctl"), ("/proc/sysvipc/msg", "msgctl"), ("/proc/sysvipc/sem", "semctl"))
@@ -617,7 +681,7 @@ class Supervisor:
         while headroom is not None and headroom < RESTART_RESERVE_BYTES and time.monotonic() < settle_until:
             time.sleep(0.02)  # what dying processes and namespaces hold is freed a moment later
             headroom = _memory_headroom()
-        if headroom is None or headroom >= RESTART_RESERVE_BYTES:
+        if headroom is None or headroom >= RESTART_RESERVE_BYTES or _can_allocate(RESTART_RESERVE_BYTES):
             return False
         self.kill_processes()
         with self.user:
@@ -921,9 +985,9 @@ class Supervisor:
             leftovers = self.leftovers()
         if leftovers:
             return {"seq": req["seq"], "ok": False, "error": "reset incomplete: " + "; ".join(leftovers)[:2000]}, b""
-        self.memory_freed = None  # the next episode starts clean; nothing to tell it
         self.cell = 0  # an episode's cells are numbered from 1: a count across resets tells of earlier episodes
         self.ensure_ready(req["seq"])
+        self.memory_freed = None  # after the reset's own interpreter start: the next episode hears nothing of this one
         return {"seq": req["seq"], "ok": True}, b""
 
     def leftovers(self) -> list:

@@ -61,9 +61,10 @@ async def test_container_has_every_isolation_setting(engine_url):
         assert host["PidsLimit"] == 50
         assert host["Memory"] == host["MemorySwap"] == 256 * 2**20
         assert host["NanoCpus"] == 500_000_000
-        assert set(host["Tmpfs"]) == {"/tmp", "/workspace", "/dev/shm"}
+        assert set(host["Tmpfs"]) == {"/tmp", "/workspace", "/dev/shm", "/dev/pts"}
+        assert host["Tmpfs"]["/dev/pts"].startswith("ro,")  # no pseudo-terminals (the host's one table)
         # Inodes capped too: empty files and user xattrs are kernel memory size= does not cap.
-        assert all(f"nr_inodes={config.tmpfs_inodes}" in opts for opts in host["Tmpfs"].values())
+        assert all(f"nr_inodes={config.tmpfs_inodes}" in host["Tmpfs"][p] for p in ("/tmp", "/workspace", "/dev/shm"))
         assert host["Sysctls"]["kernel.msgmni"] == "32"  # SysV queues: few and small
         assert host["CapAdd"] == ["SETUID", "SETGID", "KILL"]  # the supervisor's; agent code has none
         assert host["Binds"] == [f"{RUNTIME_DIR}:/opt/agentgym:ro"]  # nothing writable on the host

@@ -952,3 +952,166 @@ async def test_what_a_sandbox_uses_of_per_user_limits_no_host_user_shares(pool):
         assert probe.returncode == 0, probe.stderr
         assert probe.stdout.split() == ["True", "65536"], (
             f"host uid 1000 shares the sandbox's per-user limits ({attack.stdout.strip()}): {probe.stdout}")
+
+
+DEEP_TREES = textwrap.dedent("""
+    import os
+    def nest(root, name, depth):
+        fd = os.open(root, os.O_RDONLY)
+        for _ in range(depth):
+            os.mkdir(name, dir_fd=fd)
+            sub = os.open(name, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = sub
+        os.close(os.open('leaf', os.O_CREAT | os.O_WRONLY, dir_fd=fd))
+        os.fchmod(fd, 0)  # and the deepest one unreadable
+        os.close(fd)
+    nest('/tmp', 'a', 1100)       # deeper than Python's recursion limit
+    nest('.', 'b' * 250, 20)      # longer than PATH_MAX from the root
+    'planted'
+""")
+
+
+async def test_a_tree_too_deep_for_recursion_or_paths_is_still_emptied_by_the_reset(pool):
+    """Round five: the reset removed trees recursively by full path. 1,100 nested
+    directories made it raise RecursionError (the supervisor failed and the pool replaced
+    the sandbox, counting agent code as infrastructure); names past PATH_MAX were skipped
+    and the reset retired the sandbox. Property: the same sandbox serves the next episode,
+    empty."""
+    async with pool.sandbox() as sb:
+        await _run(sb, "x = 1")
+        replaced, created = pool.stats.replaced, pool.stats.created
+        assert (await _run(sb, DEEP_TREES, timeout=30)).value == "'planted'"
+    async with pool.sandbox() as sb:
+        seen = await _run(sb, "import os\n(sorted(os.listdir('/tmp')), sorted(os.listdir('.')))")
+        assert seen.value == "([], [])", seen
+    assert pool.stats.replaced == replaced, pool.stats
+    # ...and reused it (gVisor has no /proc/sysvipc, so its resets cannot be checked and
+    # every episode gets a fresh sandbox there anyway)
+    assert pool.stats.created == created + (pool.kind == "runsc"), pool.stats
+
+
+FILL_WITH_NEGATIVE_DENTRIES = textwrap.dedent("""
+    import os, secrets, time
+    def headroom():  # as the supervisor reads it: the limit less all but page cache
+        for d in ('/sys/fs/cgroup/memory/', '/run/agentgym-memory/'):
+            try:
+                limit = int(open(d + 'memory.limit_in_bytes').read())
+                used = int(open(d + 'memory.usage_in_bytes').read())
+                stat = dict(line.split() for line in open(d + 'memory.stat'))
+                return limit - (used - int(stat['total_active_file']) - int(stat['total_inactive_file']))
+            except (OSError, KeyError, ValueError):
+                pass
+    # Lookups of names that do not exist on the read-only root: each leaves a negative
+    # dentry charged to the sandbox's memory (reclaimable, and outliving every process).
+    base = os.path.dirname(os.__file__) + '/' + secrets.token_hex(8) + 'n' * 200
+    end = time.monotonic() + 20
+    i = 0
+    while headroom() is not None and headroom() > 16 << 20 and time.monotonic() < end:
+        for _ in range(20_000):
+            try:
+                os.stat(base + str(i))
+            except OSError:
+                pass
+            i += 1
+    room = headroom()
+    'no cgroup' if room is None else room < 16 << 20
+""")
+
+
+async def test_memory_the_kernel_can_reclaim_never_costs_the_next_episode_its_files(pool):
+    """Round five: negative dentries outlive agent code and the reset, and the interpreter
+    restart's memory check counted them as used. The next episode's first cell was told
+    'the sandbox's memory was full of what your code left', and when its interpreter
+    restarted its own uploaded table was deleted. Property: after a reset, a restart loses
+    nothing and reports nothing the episode did not do."""
+    async with pool.sandbox() as sb:
+        attack = await _run(sb, FILL_WITH_NEGATIVE_DENTRIES, timeout=40)
+        # The attack took (the sandbox looked full), except under gVisor: no host cgroup there
+        assert attack.value == ("'no cgroup'" if pool.kind == "runsc" else "True"), attack
+    async with pool.sandbox() as sb:  # the next episode
+        await sb.upload("data.csv", b"a\n1\n")
+        first = await _run(sb, "1 + 1")
+        assert first.value == "2" and not first.state_lost, first
+        await _run(sb, "import os\nos._exit(0)")
+        after = await _run(sb, "import os\nsorted(os.listdir('.'))")
+        assert after.value == "['data.csv']" and "full of what your code left" not in (after.state_lost_reason or ""), after
+
+
+HOLD_OPEN_FILES = textwrap.dedent("""
+    import os, resource, time
+    r, w = os.pipe()
+    kids = 0
+    for _ in range(80):
+        try:
+            pid = os.fork()
+        except OSError:
+            break
+        if pid == 0:
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            except (ValueError, OSError):
+                pass
+            fds = []
+            while len(fds) < 100_000:
+                try:
+                    fds.append(os.open('/dev/null', os.O_RDONLY))
+                except OSError:
+                    break
+            os.write(w, len(fds).to_bytes(4, 'little'))
+            time.sleep(120)
+            os._exit(0)
+        kids += 1
+    got = b''
+    while len(got) < 4 * kids:
+        got += os.read(r, 4 * kids - len(got))
+    sum(int.from_bytes(got[i:i + 4], 'little') for i in range(0, len(got), 4))
+""")
+
+
+def _open_files_on_host() -> int:
+    with open("/proc/sys/fs/file-nr") as f:
+        return int(f.read().split()[0])
+
+
+async def test_a_sandbox_cannot_fill_the_hosts_open_file_table(pool):
+    """Round five: ``fs.file-max`` is one table for the whole host, and open files are
+    charged only as memory. 58 children each opening /dev/null up to the 20,000 the engine
+    allowed held 1,159,477 files, 47% of this host's table, from one sandbox; two or three
+    at once would have given every unprivileged process on the host ENFILE (other
+    sandboxes' supervisors included). Property: one sandbox holds a small share."""
+    async with pool.sandbox() as sb:
+        before = _open_files_on_host()
+        attack = await _run(sb, HOLD_OPEN_FILES, timeout=60)
+        # gVisor's sentry gives out first: the sandbox dies, which the pool makes the agent's crash
+        assert attack.status == ("crash" if pool.kind == "runsc" else "ok"), attack
+        held = _open_files_on_host() - before
+        assert held < 64 * 1024, f"one sandbox holds {held} of the host's open files (it counted {attack.value})"
+
+
+HOLD_PTYS = textwrap.dedent("""
+    import os
+    held = globals().setdefault('held', [])
+    for _ in range(4096):
+        try:
+            held.append(os.open('/dev/ptmx', os.O_RDWR | os.O_NOCTTY))
+        except OSError:
+            break
+    len(held)
+""")
+
+
+async def test_a_sandbox_cannot_use_up_the_hosts_pseudo_terminals(pool):
+    """Round five: every devpts instance draws on one host table (``kernel.pty.max``,
+    4,096). A sandbox held 3,071 ptys, all that its devpts was allowed, and another
+    container's ``pty.openpty()`` got 'out of pty devices'. Data analysis needs no
+    terminal: agent code gets none. Property: what it holds leaves the host's count."""
+    with open("/proc/sys/kernel/pty/nr") as f:
+        before = int(f.read())
+    async with pool.sandbox() as sb:
+        attack = await _run(sb, HOLD_PTYS)
+        assert attack.status == "ok", attack
+        with open("/proc/sys/kernel/pty/nr") as f:
+            held = int(f.read()) - before
+        assert held < 16, f"agent code holds {held} of the host's ptys"
