@@ -74,8 +74,11 @@ def agent_user(config: SandboxConfig) -> tuple[str, str]:
     for _ in range(100):
         uid = _uids.randrange(AGENT_UIDS.start, AGENT_UIDS.stop)
         if not any(start <= uid < start + count for start, count in taken):
-            break
-    return str(uid), str(uid)
+            return str(uid), str(uid)
+    raise SandboxConfigError(
+        f"Expected some of AGENT_UIDS ({AGENT_UIDS.start}-{AGENT_UIDS.stop - 1}) outside the subordinate "
+        "ranges of /etc/subuid and /etc/subgid, actual: 100 draws all inside them. Set SandboxConfig.user "
+        "to a uid:gid of the sandboxes' own.")
 
 
 def _subordinate_ranges() -> list[tuple[int, int]]:

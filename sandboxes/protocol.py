@@ -131,8 +131,9 @@ class SandboxConfig:
     has one open-file table (``fs.file-max``, about 100,000 per GiB of RAM) and open files
     are charged only as memory: with the engine's 20,000 per process, one sandbox's 58
     children held 1.2 million, half of a 24 GiB host's table. A sandbox can hold at most
-    ``pids_limit x open_files`` (32,768 with the defaults); keep that times the sandboxes
-    running at once well under ``fs.file-max``."""
+    ``pids_limit x open_files`` (32,768 with the defaults) through descriptors; keep that
+    times the sandboxes running at once well under ``fs.file-max``. (Shared mappings hold
+    files without a descriptor; those are bounded by the sandbox's memory.)"""
     mem_limit: str = "1g"
     """Memory limit; swap is disabled (memswap limit == mem limit)."""
     cpus: float = 1.0

@@ -111,13 +111,13 @@ BOUNDARY_ATTACKS: dict[str, str] = {
                              "'import os\\nwhile True:\\n    try:\\n        os.fork()\\n    except OSError:\\n        pass'],"
                              " start_new_session=True)",
     # Round two (issue 23): the control pipe, pipe stalls, kernel memory, a zombie leader.
-    "frame_bomb": "import __main__, os, struct\nbody = b'[' * 500_000\n"
-                  "os.write(__main__.CTRL_OUT, struct.pack('>II', len(body), 0) + body)",
-    "forge_surrogate": "import __main__, json, os, struct, time\n"
+    "frame_bomb": "import sys, os, struct\nbody = b'[' * 500_000\n"
+                  "os.write(sys.modules['agentgym_worker'].CTRL_OUT, struct.pack('>II', len(body), 0) + body)",
+    "forge_surrogate": "import sys, json, os, struct, time\n"
                        "body = json.dumps({'status': 'ok', 'value': '\\ud800forged', 'cell': 1}).encode()\n"
-                       "os.write(__main__.CTRL_OUT, struct.pack('>II', len(body), 0) + body)\ntime.sleep(0.2)",
-    "stall_requests": "import __main__, fcntl, os\nsaved = os.dup(__main__.CTRL_IN)\n"
-                      "fcntl.fcntl(saved, 1031, 4096)\nr, w = os.pipe()\nos.dup2(r, __main__.CTRL_IN)",
+                       "os.write(sys.modules['agentgym_worker'].CTRL_OUT, struct.pack('>II', len(body), 0) + body)\ntime.sleep(0.2)",
+    "stall_requests": "import sys, fcntl, os\nsaved = os.dup(sys.modules['agentgym_worker'].CTRL_IN)\n"
+                      "fcntl.fcntl(saved, 1031, 4096)\nr, w = os.pipe()\nos.dup2(r, sys.modules['agentgym_worker'].CTRL_IN)",
     "kernel_memory": "import os, time\n"
                      "try:\n    open('/proc/self/oom_score_adj', 'w').write('0')\nexcept OSError:\n    pass\n"
                      "end = time.monotonic() + 3\nn = 0\n"

@@ -145,8 +145,28 @@ def _flush() -> None:
             pass
 
 
+WORKER_MODULE = "agentgym_worker"
+"""Where this script's own module stays in ``sys.modules`` once agent code has ``__main__``."""
+
+
+def _agent_main() -> dict:
+    """The namespace cells run in: a real ``__main__`` module, as in a script or Jupyter.
+
+    ``pickle`` finds a function or class by ``sys.modules[obj.__module__]``, so with a
+    plain dict a function defined in a cell could not be sent to a ``multiprocessing`` or
+    ``ProcessPoolExecutor`` worker ("attribute lookup f on __main__ failed"). This script's
+    module stays importable as :data:`WORKER_MODULE`; its functions keep their globals."""
+    import types
+
+    main = types.ModuleType("__main__")
+    main.__dict__["__builtins__"] = builtins
+    sys.modules.setdefault(WORKER_MODULE, sys.modules["__main__"])
+    sys.modules["__main__"] = main
+    return main.__dict__
+
+
 def serve(options: dict) -> None:
-    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    namespace = _agent_main()
     read = lambda n: os.read(CTRL_IN, n)  # noqa: E731
     while True:
         try:
@@ -306,6 +326,7 @@ def zygote(options: dict, hello: dict) -> None:
                 os.close(fd)
             continue
         if pid == 0:
+            serving = False
             try:
                 sock.close()
                 os.setsid()
@@ -328,7 +349,14 @@ def zygote(options: dict, hello: dict) -> None:
                 _filter_syscalls()
                 _prctl(4, 1)  # dumpable again: its /proc files belong to it, not root
                 _reseed()
+                serving = True
                 become_worker(dict(options, ctrl_in=ctrl_in, ctrl_out=ctrl_out), hello)
+            except BaseException:
+                if not serving:  # a start that failed (the filter refused...): the supervisor logs why
+                    import traceback
+
+                    traceback.print_exc()
+                    _flush()
             finally:
                 os._exit(0)
         for fd in fds:

@@ -198,3 +198,21 @@ async def test_interpreter_dying_between_calls_is_reported_on_the_next_call(sand
     time.sleep(0.5)
     result = await sandbox.run("1 + 1")
     assert result.status == "ok" and result.value == "2" and result.state_lost
+
+
+async def test_functions_and_classes_defined_in_a_cell_reach_worker_processes(sandbox):
+    """Cells run in a real ``__main__`` module, as a script or notebook does: pickle finds
+    what a cell defined, so ``multiprocessing`` and ``ProcessPoolExecutor`` can run it
+    (with a plain namespace dict both failed: "attribute lookup square on __main__")."""
+    await sandbox.run("import dataclasses\n"
+                      "def square(x):\n    return x * x\n"
+                      "@dataclasses.dataclass\nclass Point:\n    x: int\n")
+    result = await sandbox.run(
+        "import multiprocessing, pickle\n"
+        "from concurrent.futures import ProcessPoolExecutor\n"
+        "with multiprocessing.get_context('fork').Pool(2) as pool:\n"
+        "    a = pool.map(square, range(4))\n"
+        "with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context('fork')) as ex:\n"
+        "    b = list(ex.map(square, [5, 6]))\n"
+        "(a, b, pickle.loads(pickle.dumps(Point(3))), __name__)", timeout=30)
+    assert result.value == "([0, 1, 4, 9], [25, 36], Point(x=3), '__main__')", result

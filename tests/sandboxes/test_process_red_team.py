@@ -448,11 +448,11 @@ NONROOT_CELLS = {
     "usr": "import os\n[p for p in ('/usr/local/bin/docker', '/usr/lib/python3/dist-packages', '/bin/sh', '/home') if os.path.exists(p)]",
     # Issue 23 items 1 and 6 and the forged-frame finding, as an ordinary user too: the
     # control pipe's frames are the agent's crash, never an infra error or the next result.
-    "frame_bomb": "import __main__, os, struct\nbody = b'[' * 500_000\n"
-                  "os.write(__main__.CTRL_OUT, struct.pack('>II', len(body), 0) + body)\nimport time\ntime.sleep(0.2)",
-    "forged": "import __main__, json, os, struct, time\n"
+    "frame_bomb": "import sys, os, struct\nbody = b'[' * 500_000\n"
+                  "os.write(sys.modules['agentgym_worker'].CTRL_OUT, struct.pack('>II', len(body), 0) + body)\nimport time\ntime.sleep(0.2)",
+    "forged": "import sys, json, os, struct, time\n"
               "body = json.dumps({'status': 'ok', 'value': '\\ud800forged', 'cell': 99}).encode()\n"
-              "os.write(__main__.CTRL_OUT, struct.pack('>II', len(body), 0) + body)\ntime.sleep(0.3)\n'real'",
+              "os.write(sys.modules['agentgym_worker'].CTRL_OUT, struct.pack('>II', len(body), 0) + body)\ntime.sleep(0.3)\n'real'",
     "after_forged": "'second'",
     # Without a cgroup, only the inode cap keeps empty files from filling the host's memory.
     "inodes": INODE_FLOOD % (2 * SandboxConfig().tmpfs_inodes),

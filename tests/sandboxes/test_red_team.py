@@ -557,10 +557,10 @@ async def test_sandboxes_run_under_gvisor_where_the_engine_has_it(docker_engine)
 
 _WRITE_FRAME = textwrap.dedent(
     """
-    import __main__, os, struct
+    import sys, os, struct
     def write_frame(body, payload=b''):
         # Straight onto the worker's control pipe, as a result frame would be written.
-        os.write(__main__.CTRL_OUT, struct.pack('>II', len(body), len(payload)) + body + payload)
+        os.write(sys.modules['agentgym_worker'].CTRL_OUT, struct.pack('>II', len(body), len(payload)) + body + payload)
     """
 )
 
@@ -627,11 +627,11 @@ async def test_a_forged_result_is_never_valid_text_trouble_nor_the_next_cells_re
 async def test_a_worker_that_stops_reading_its_requests_times_out_as_the_agent(pool):
     async with pool.sandbox() as sb:
         stalled = await _run(sb, textwrap.dedent("""
-            import __main__, fcntl, os
-            saved = os.dup(__main__.CTRL_IN)          # keep the real pipe open...
+            import sys, fcntl, os
+            saved = os.dup(sys.modules['agentgym_worker'].CTRL_IN)          # keep the real pipe open...
             fcntl.fcntl(saved, 1031, 4096)            # ...shrunk to one page (F_SETPIPE_SZ)
             r, w = os.pipe()
-            os.dup2(r, __main__.CTRL_IN)              # ...and read requests from another
+            os.dup2(r, sys.modules['agentgym_worker'].CTRL_IN)              # ...and read requests from another
         """))
         assert stalled.status == "ok", stalled
         big = "x = '" + "a" * 200_000 + "'\nlen(x)"  # a request far bigger than the pipe
@@ -968,6 +968,8 @@ DEEP_TREES = textwrap.dedent("""
         os.close(fd)
     nest('/tmp', 'a', 1100)       # deeper than Python's recursion limit
     nest('.', 'b' * 250, 20)      # longer than PATH_MAX from the root
+    for i in range(3000):         # wide: a removal that rescans per subdirectory is quadratic
+        os.mkdir(f'/dev/shm/w{i}')
     'planted'
 """)
 
@@ -994,14 +996,16 @@ async def test_a_tree_too_deep_for_recursion_or_paths_is_still_emptied_by_the_re
 FILL_WITH_NEGATIVE_DENTRIES = textwrap.dedent("""
     import os, secrets, time
     def headroom():  # as the supervisor reads it: the limit less all but page cache
-        for d in ('/sys/fs/cgroup/memory/', '/run/agentgym-memory/'):
-            try:
-                limit = int(open(d + 'memory.limit_in_bytes').read())
-                used = int(open(d + 'memory.usage_in_bytes').read())
-                stat = dict(line.split() for line in open(d + 'memory.stat'))
-                return limit - (used - int(stat['total_active_file']) - int(stat['total_inactive_file']))
-            except (OSError, KeyError, ValueError):
-                pass
+        for d in ('/sys/fs/cgroup/memory/', '/run/agentgym-memory/', '/sys/fs/cgroup/'):
+            for limit_f, used_f, prefix in (('memory.limit_in_bytes', 'memory.usage_in_bytes', 'total_'),
+                                            ('memory.max', 'memory.current', '')):  # cgroup v1, v2
+                try:
+                    limit = int(open(d + limit_f).read())
+                    used = int(open(d + used_f).read())
+                    stat = dict(line.split() for line in open(d + 'memory.stat'))
+                    return limit - (used - int(stat[prefix + 'active_file']) - int(stat[prefix + 'inactive_file']))
+                except (OSError, KeyError, ValueError):
+                    pass
     # Lookups of names that do not exist on the read-only root: each leaves a negative
     # dentry charged to the sandbox's memory (reclaimable, and outliving every process).
     base = os.path.dirname(os.__file__) + '/' + secrets.token_hex(8) + 'n' * 200
@@ -1084,8 +1088,9 @@ async def test_a_sandbox_cannot_fill_the_hosts_open_file_table(pool):
     async with pool.sandbox() as sb:
         before = _open_files_on_host()
         attack = await _run(sb, HOLD_OPEN_FILES, timeout=60)
-        # gVisor's sentry gives out first: the sandbox dies, which the pool makes the agent's crash
-        assert attack.status == ("crash" if pool.kind == "runsc" else "ok"), attack
+        # gVisor's sentry may give out first (its threads count against the pids limit): the
+        # sandbox dies, which the pool makes the agent's crash
+        assert attack.status in (("ok", "crash") if pool.kind == "runsc" else ("ok",)), attack
         held = _open_files_on_host() - before
         assert held < 64 * 1024, f"one sandbox holds {held} of the host's open files (it counted {attack.value})"
 
