@@ -114,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     for label, kind in rows:
         key = f"eval/{kind + '_' if kind else ''}success_"
         a, b = summary.get(key + "before", float("nan")), summary.get(key + "after", float("nan"))
-        table.add_row(label, f"{a:.3f} ± {se(a):.3f}", f"{b:.3f} ± {se(b):.3f}", f"{b - a:+.3f}")
+        paired = summary.get(key + "gain_se_paired")  # same tasks before and after: the paired error
+        change = f"{b - a:+.3f}" + ("" if paired is None else f" ± {paired:.3f}")
+        table.add_row(label, f"{a:.3f} ± {se(a):.3f}", f"{b:.3f} ± {se(b):.3f}", change)
     console.print(table)
     console.print(f"rollout {statistics.median(history['rollout'] or [0]):.0f} tok/s, train "
                   f"{statistics.median(history['train'] or [0]):.0f} tok/s (medians); wall time {time.perf_counter() - t0:.0f}s")

@@ -185,7 +185,7 @@ def run_search(dry_run: bool, run_dir: str, engine: str | None = None, steps: in
         if b is not None and a is not None:
             print(f"gpu_check: search held-out {name.replace('_', ' ')}: {b:.3f} +- {summary[f'eval/{name}_before_se']:.3f} -> "
                   f"{a:.3f} +- {summary[f'eval/{name}_after_se']:.3f} (gain {summary[f'eval/{name}_gain']:+.3f} +- "
-                  f"{summary[f'eval/{name}_gain_se']:.3f})")
+                  f"{summary[f'eval/{name}_gain_se']:.3f}; paired +- {summary.get(f'eval/{name}_gain_se_paired', float('nan')):.3f})")
     if torch.cuda.is_available() and not dry_run:
         print(f"gpu_check: search peak GPU memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB")
     print(f"gpu_check: search total {time.perf_counter() - t0:.1f}s; DONE")

@@ -209,6 +209,7 @@ class Trainer:
         self.sft_metrics: dict[str, float] = {}
         self.engine = build_engine(config, self.model_path, self.tokenizer, self.info, asynchronous=True)  # baselines.async_rollout
         self._eval_envs: dict[str, list[Any]] = {}
+        self.eval_per_task: dict[str, list[float] | None] = {}  # the last evaluation's success per task, this rank's tasks
         if config.sft.episodes > 0 and not self._resuming():
             self._warm_start(policy, gym)
         self.ewma = self._make_ewma(policy)
@@ -477,7 +478,15 @@ class Trainer:
         }
 
     def _success(self, split: str, seeds: Sequence[int], temperature: float, samples: int = 1) -> float:
-        """Success rate of the engine's current policy on ``seeds`` of ``split`` (one process).
+        """Success rate of the engine's current policy on ``seeds`` of ``split`` (one process)."""
+        return self._success_per_task(split, seeds, temperature, samples)[0]
+
+    def _success_per_task(self, split: str, seeds: Sequence[int], temperature: float,
+                          samples: int = 1) -> tuple[float, list[float] | None]:
+        """Success rate on ``seeds`` of ``split`` (one process), and each seed's own success
+        (the mean over its samples that infrastructure did not fail; NaN where it failed
+        them all), so two evaluations of the same tasks can be compared task by task.
+        Team envs give the rate only (``None``): a team episode is not one task's.
 
         Tasks run in chunks of at most a rollout batch's episodes (or
         :data:`EVAL_CHUNK_EPISODES`, if more), on envs kept for the
@@ -490,6 +499,7 @@ class Trainer:
         envs += make_rollout_envs(cfg.env.id, {**kwargs, "split": split}, min(len(seeds), per_chunk) * samples - len(envs))
         limits = self._loop_config(temperature)
         wins = 0.0
+        per_task: list[float] | None = None if cfg.env.is_team else []
         for start in range(0, len(seeds), per_chunk):
             chunk = list(seeds[start:start + per_chunk])
             if cfg.env.is_team:
@@ -500,7 +510,8 @@ class Trainer:
             batch = loop.collect(chunk, samples, sampling_seed=cfg.seed + start)
             self.engine.sleep()
             wins += sum(t.success for t in batch.trajectories) * len(chunk) / max(len(batch.trajectories), 1)
-        return wins / max(len(seeds), 1)
+            per_task += _success_by_group(batch.trajectories, len(chunk))
+        return wins / max(len(seeds), 1), per_task
 
     def _team_success(self, envs: list[Any], seeds: Sequence[int], samples: int, limits: AgentLoopConfig) -> float:
         """Success rate of team episodes (one per seed and sample; not per seat) played by
@@ -526,10 +537,10 @@ class Trainer:
         n = self._local_tasks(num_tasks or cfg.eval_tasks)
         seeds = list(range(self.info.rank * n, (self.info.rank + 1) * n))
         total = all_reduce_sum(n, self.info)
-        out = {"eval/success_rate": all_reduce_sum(n * self._success(cfg.env.eval_split, seeds, cfg.eval_temperature), self.info) / total,
-               "eval/episodes": total}
+        rate, self.eval_per_task["success"] = self._success_per_task(cfg.env.eval_split, seeds, cfg.eval_temperature)
+        out = {"eval/success_rate": all_reduce_sum(n * rate, self.info) / total, "eval/episodes": total}
         if cfg.eval_sampled:
-            rate = self._success(cfg.env.eval_split, seeds, cfg.rollout.temperature)
+            rate, self.eval_per_task["sampled_success"] = self._success_per_task(cfg.env.eval_split, seeds, cfg.rollout.temperature)
             out["eval/sampled_success_rate"] = all_reduce_sum(n * rate, self.info) / total
             out["eval/sampled_temperature"] = cfg.rollout.temperature
         return out
@@ -540,8 +551,10 @@ class Trainer:
         summary: dict[str, float] = dict(self.sft_metrics)
         last_eval: dict[str, float] = {}
         started, rollout_tokens = time.perf_counter(), 0.0
+        before_per_task: dict[str, list[float] | None] = {}
         if cfg.eval_every:
             last_eval = self.evaluate()
+            before_per_task = dict(self.eval_per_task)
             summary.update(_eval_summary(last_eval, "before"))
             self._log(self.step, {**self.sft_metrics, **last_eval})
         while self.step < cfg.steps:
@@ -561,6 +574,12 @@ class Trainer:
         if cfg.eval_every:
             summary.update(_eval_summary(last_eval, "after"))  # the loop always evaluates its last step
             summary.update(_gains(summary))
+            for name, before in before_per_task.items():
+                paired = _paired_difference_sums(before, self.eval_per_task.get(name))
+                if paired is not None:  # summed over ranks: each holds its own tasks
+                    se = _paired_gain_se(*(all_reduce_sum(x, self.info) for x in paired))
+                    if se is not None:
+                        summary[f"eval/{name}_gain_se_paired"] = se
         summary["run/rl_seconds"] = time.perf_counter() - started  # what a run costs (with its evaluations)
         summary["run/rl_rollout_tokens"] = rollout_tokens
         self.save()
@@ -613,6 +632,38 @@ def _eval_summary(metrics: dict[str, float], when: str) -> dict[str, float]:
             out[f"eval/{name}_{when}"] = p
             out[f"eval/{name}_{when}_se"] = math.sqrt(p * (1 - p) / n)
     return out
+
+
+def _success_by_group(trajectories: Sequence[Trajectory], groups: int) -> list[float]:
+    """Each group's (task's) mean success over its trajectories; NaN for a group with none
+    (infrastructure failed every sample, so the batch dropped them)."""
+    wins, counts = [0.0] * groups, [0] * groups
+    for t in trajectories:
+        wins[t.group_id] += float(t.success)
+        counts[t.group_id] += 1
+    return [w / c if c else math.nan for w, c in zip(wins, counts)]
+
+
+def _paired_difference_sums(before: list[float] | None, after: list[float] | None) -> tuple[float, float, float] | None:
+    """(m, sum d, sum d^2) of d_i = after_i - before_i over the tasks scored both times."""
+    if before is None or after is None or len(before) != len(after):
+        return None
+    diffs = [a - b for b, a in zip(before, after) if not (math.isnan(a) or math.isnan(b))]
+    return float(len(diffs)), sum(diffs), sum(d * d for d in diffs)
+
+
+def _paired_gain_se(m: float, total: float, squares: float) -> float | None:
+    """Standard error of the mean of paired differences, s_d / sqrt(m), with
+    s_d^2 = (sum d^2 - (sum d)^2 / m) / (m - 1).
+
+    Why: before and after are scored on the same tasks (and the same sampling seeds),
+    so their errors are correlated: a task the start solves, the end mostly solves too.
+    The unpaired ``gain_se`` treats them as independent and overstates the noise; the
+    paired one is the usual test for two policies on one fixed evaluation set."""
+    if m < 2:
+        return None
+    variance = max(squares - total * total / m, 0.0) / (m - 1)
+    return math.sqrt(variance / m)
 
 
 def _gains(summary: dict[str, float]) -> dict[str, float]:

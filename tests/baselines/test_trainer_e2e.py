@@ -308,3 +308,32 @@ def test_task_replay_puts_informative_tasks_back_and_survives_a_resume(tmp_path,
     resumed = Trainer(_config(tmp_path, trained_model_dir, steps=5, resume=True, extra=extra))
     assert resumed.step == 4 and resumed.replay.state_dict() == state
     resumed.close()
+
+
+def test_the_summary_pairs_the_before_and_after_evaluations_task_by_task(tmp_path, trained_model_dir):
+    """Before and after are the same held-out tasks, so the summary carries the paired
+    error of the gain (``*_gain_se_paired``) beside the unpaired one, computed from each
+    task's success in the first and last evaluations."""
+    from baselines.trainer import _paired_difference_sums, _paired_gain_se
+
+    trainer = Trainer(_config(tmp_path, trained_model_dir, steps=2, extra=["sft.episodes=0", "eval_every=2", "eval_tasks=8"]))
+    seen: list[dict[str, list[float]]] = []
+    evaluate = trainer.evaluate
+
+    def evaluate_and_record(*args, **kwargs):
+        out = evaluate(*args, **kwargs)
+        seen.append({name: list(v) for name, v in trainer.eval_per_task.items()})
+        return out
+
+    trainer.evaluate = evaluate_and_record
+    try:
+        summary = trainer.train()
+    finally:
+        trainer.close()
+    assert len(seen) == 2  # step 0 and step 2
+    for name in ("success", "sampled_success"):
+        before, after = seen[0][name], seen[-1][name]
+        assert len(before) == len(after) == 8
+        assert sum(after) / 8 == pytest.approx(summary[f"eval/{name}_after"])
+        assert sum(a - b for a, b in zip(after, before)) / 8 == pytest.approx(summary[f"eval/{name}_gain"])
+        assert summary[f"eval/{name}_gain_se_paired"] == pytest.approx(_paired_gain_se(*_paired_difference_sums(before, after)))
