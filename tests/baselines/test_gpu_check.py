@@ -37,5 +37,5 @@ def test_gpu_check_search_recipe_dry_run(tmp_path):
     assert proc.returncode == 0, out[-3000:]
     assert re.search(r"gpu_check: search step 1: train success \d\.\d\d, rollout \d+ tok/s", out), out[-3000:]
     assert re.search(r"held-out success: \d\.\d{3} \+- \d\.\d{3} -> \d\.\d{3}", out), out[-3000:]
-    assert re.search(r"held-out sampled success: .* \(gain [+-]\d\.\d{3} \+- \d\.\d{3}\)", out), out[-3000:]
+    assert re.search(r"held-out sampled success: .* \(gain [+-]\d\.\d{3} \+- \d\.\d{3}; paired \+- \d\.\d{3}\)", out), out[-3000:]
     assert "DONE" in out
