@@ -27,6 +27,7 @@ import numpy as np
 
 from agentgym.env import Split, ToolEnv
 from agentgym.envs.data_analysis import DataAnalysisFamily, DataAnalysisTask
+from agentgym.envs.validation import check_train_part
 from agentgym.errors import ConfigError
 from agentgym.family import family_from_kwargs
 from sandboxes.protocol import BackendName as Backend
@@ -34,7 +35,7 @@ from tasks.data_analysis.generator import GeneratorConfig, Question
 from tasks.data_analysis.generator_v2 import V2_GENERATOR, generate_question_v2, reachable_templates
 from tasks.data_analysis.grading_v2 import score_answer_v2
 from tasks.data_analysis.names import check_pieces
-from tasks.data_analysis.splits import split_summary
+from tasks.data_analysis.splits import split_summary, train_part_tables
 from tasks.data_analysis.templates_v2 import CATEGORY, TEMPLATES_V2, template_v2_by_id
 from tasks.data_analysis.templates import templates_digest
 
@@ -83,6 +84,10 @@ class DataAnalysisV2Family(DataAnalysisFamily):
             ``KeyError``), show the working directory's listing, as the prompt gives it,
             under the error (:func:`agentgym.envs.data_analysis.name_hint`). Every split
             alike; recorded in the fingerprint.
+        train_part: ``[k, n]`` draws *train* questions from the k-th of n fixed parts of
+            the train tables only (:func:`tasks.data_analysis.splits.train_part_tables`;
+            validation and test are whole). SFT on part 0 and RL on part 1 puts RL on
+            tables imitation never showed, as the test split's held-out tables are.
     """
 
     version = 2  # v2: the v2 task source (templates, splits, precision-tied tolerance)
@@ -101,6 +106,7 @@ class DataAnalysisV2Family(DataAnalysisFamily):
         invent_related: float = 0.0,
         name_pieces: Sequence[str] = (),
         name_hints: bool = False,
+        train_part: Sequence[int] | None = None,
     ) -> None:
         for name, value in (("invent_names", invent_names), ("invent_spelled", invent_spelled),
                             ("invent_related", invent_related)):
@@ -119,14 +125,17 @@ class DataAnalysisV2Family(DataAnalysisFamily):
                 raise ConfigError(f"{e} (invent_spelled needs name_pieces)") from None
         if split not in self.splits:
             raise ConfigError(f"Expected split in {self.splits}, actual value: {split!r}")
+        self.train_part = check_train_part(train_part)
+        self.part_tables = None if self.train_part is None else frozenset(train_part_tables(*self.train_part))
         if template is not None:
             try:
                 template_v2_by_id(template)
             except KeyError as e:
                 raise ConfigError(str(e)) from None
-            if template_v2_by_id(template) not in reachable_templates(split):
+            if template_v2_by_id(template) not in reachable_templates(split, self._tables_of(split)):
                 raise ConfigError(f"Expected a template of split {split!r}, actual value: {template!r} "
-                                  "(held out for another split, or tied to tables of another split)")
+                                  "(held out for another split, or tied to tables of another split"
+                                  f"{' or of another train_part' if self._tables_of(split) else ''})")
         super().__init__(tier, None, backend=backend, python_timeout_s=python_timeout_s,
                          generator=generator or V2_GENERATOR, name_hints=name_hints)
         self.template = template
@@ -163,7 +172,12 @@ class DataAnalysisV2Family(DataAnalysisFamily):
                                                      spell_pieces=self.name_pieces,
                                                      relate_probability=self.invent_related))
         return generate_question_v2(rng, split=task.split, tier=tier, template_id=template,  # type: ignore[arg-type]
-                                    config=config)
+                                    config=config, tables=self._tables_of(task.split))
+
+    def _tables_of(self, split: str) -> frozenset[str] | None:
+        """The tables ``split``'s questions may use beyond the split's rule: the train part's
+        (``train_part``, train only; validation and test are whole)."""
+        return self.part_tables if split == "train" else None
 
     async def open_episode(self, task: DataAnalysisTask) -> None:
         """Draw the v2 question (in a worker thread: pandas on the host), then v1's start."""
@@ -194,6 +208,8 @@ class DataAnalysisV2Family(DataAnalysisFamily):
                if self.invent_spelled and self.invent_names and self.split == "train" else {}),
             **({"invent_related": self.invent_related}
                if self.invent_related and self.invent_names and self.split == "train" else {}),
+            **({"train_part": list(self.train_part), "train_part_tables": sorted(self.part_tables or ())}
+               if self.train_part is not None and self.split == "train" else {}),
         })
         return fields
 

@@ -47,6 +47,7 @@ import numpy as np
 from agentgym.env import Split, ToolEnv
 from agentgym.family import ANSWER_TOOL, EpisodeView, TaskFamily, family_from_kwargs
 from agentgym.resources import shared_resources
+from agentgym.envs.validation import check_train_part
 from agentgym.errors import AgentError, ConfigError
 from agentgym.retrieval import INDEX_FORMAT, LocalRetriever, RetrievedDocument, Retriever
 from agentgym.retrieval.index import ProgressCallback
@@ -182,12 +183,7 @@ class SearchFamily(TaskFamily):
             raise ConfigError(f"Expected hops to be a positive int (documents a question needs) or None (any), "
                               f"actual value: {hops!r}")
         self.hops = hops
-        if train_part is not None:
-            part = list(train_part) if isinstance(train_part, (list, tuple)) else []
-            if len(part) != 2 or any(isinstance(x, bool) or not isinstance(x, int) for x in part) or not 0 <= part[0] < part[1] or part[1] < 2:
-                raise ConfigError(f"Expected train_part to be [k, n] with 0 <= k < n and n >= 2, actual value: {train_part!r}")
-            train_part = (part[0], part[1])
-        self.train_part: tuple[int, int] | None = train_part
+        self.train_part: tuple[int, int] | None = check_train_part(train_part)
         if style not in ("tool_calls", "tags"):
             raise ConfigError(f"Expected style 'tool_calls' or 'tags', actual value: {style!r}")
         if not 1 <= topk <= max_topk <= 100:

@@ -28,7 +28,7 @@ from gymnasium.envs.registration import load_env_creator
 
 from agentgym.errors import ConfigError
 
-__all__ = ["check_env_id", "check_env_kwargs", "env_kwargs_of"]
+__all__ = ["check_env_id", "check_env_kwargs", "check_train_part", "env_kwargs_of"]
 
 
 def _multi_agent_ids() -> list[str]:
@@ -182,3 +182,14 @@ def check_env_kwargs(env_id: str, kwargs: dict[str, Any]) -> None:
         if not _matches(value, params[name]):
             raise ConfigError(f"Expected kwarg {name} of {env_id} to be {_describe(params[name])}, "
                               f"actual value: {value!r}")
+
+
+def check_train_part(train_part: Any) -> tuple[int, int] | None:
+    """An env's ``train_part`` kwarg, ``[k, n]``: the k-th of n fixed parts of the train
+    split (Search: questions; DataAnalysis-v2: tables), as a tuple; None stays None."""
+    if train_part is None:
+        return None
+    part = list(train_part) if isinstance(train_part, (list, tuple)) else []
+    if len(part) != 2 or any(isinstance(x, bool) or not isinstance(x, int) for x in part) or not 0 <= part[0] < part[1] or part[1] < 2:
+        raise ConfigError(f"Expected train_part to be [k, n] with 0 <= k < n and n >= 2, actual value: {train_part!r}")
+    return part[0], part[1]

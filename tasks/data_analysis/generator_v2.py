@@ -43,11 +43,14 @@ _DRAWS_PER_ATTEMPT = 40
 check_question_v2 = functools.partial(check_question, score=score_answer_v2, noise=1e-12, boundary=1e-4)
 
 
-def draw_in_split(template: Template, split: Split, rng: np.random.Generator) -> Draw | None:
-    """A draw of ``template`` whose tables put the question in ``split`` (None if none found)."""
+def draw_in_split(template: Template, split: Split, rng: np.random.Generator,
+                  tables: frozenset[str] | None = None) -> Draw | None:
+    """A draw of ``template`` whose tables put the question in ``split`` and, when
+    ``tables`` is given, use none but those (None if none found)."""
     for _ in range(_DRAWS_PER_ATTEMPT):
         draw = template.draw(rng)
-        if draw is not None and split_of(template.id, draw.tables) == split:
+        if (draw is not None and split_of(template.id, draw.tables) == split
+                and (tables is None or set(draw.tables) <= tables)):
             return draw
     return None
 
@@ -61,22 +64,25 @@ def bind_precision(template: Template, draw: Draw) -> Template:
 
 
 @functools.lru_cache(maxsize=None)
-def reachable_templates(split: Split) -> tuple[Template, ...]:
+def reachable_templates(split: Split, tables: frozenset[str] | None = None) -> tuple[Template, ...]:
     """The split's templates that can draw a question of the split (a train template tied
-    to train tables, such as the stocks-only yearly change, has none in validation or test).
-    A fixed-seed probe of up to 120 draws per template; cached per process."""
+    to train tables, such as the stocks-only yearly change, has none in validation or test),
+    over ``tables`` only when given. A fixed-seed probe of up to 120 draws per template;
+    cached per process."""
     rng = np.random.default_rng(0)
     return tuple(t for t in templates_of(split)
-                 if any(draw_in_split(t, split, rng) is not None for _ in range(3)))
+                 if any(draw_in_split(t, split, rng, tables) is not None for _ in range(3)))
 
 
-def _pool(split: Split, tier: int | None, template_id: str | None) -> tuple[Template, ...]:
-    allowed = reachable_templates(split)
+def _pool(split: Split, tier: int | None, template_id: str | None,
+          tables: frozenset[str] | None = None) -> tuple[Template, ...]:
+    allowed = reachable_templates(split, tables)
     if template_id is not None:
         template = template_v2_by_id(template_id)
         if template not in allowed:
             raise ValueError(f"Expected a template of split {split!r}, actual value: {template_id!r} "
-                             "(held out for another split, or it cannot draw a question of this split)")
+                             "(held out for another split, or it cannot draw a question of this split"
+                             f"{' from these tables' if tables is not None else ''})")
         return (template,)
     pool = tuple(t for t in allowed if tier is None or t.tier == tier)
     if not pool:
@@ -91,15 +97,17 @@ def generate_question_v2(
     tier: int | None = None,
     template_id: str | None = None,
     config: GeneratorConfig = V2_GENERATOR,
+    tables: frozenset[str] | None = None,
 ) -> Question:
     """Draw a question of ``split``: a template of the split's pool (uniform, or of one tier
-    or one id), parameters and tables that keep it in the split, fresh variants, and a
-    truth that passes the v2 filter."""
-    pool = _pool(split, tier, template_id)
+    or one id), parameters and tables that keep it in the split (and within ``tables``,
+    when given: a part of the train tables), fresh variants, and a truth that passes the
+    v2 filter."""
+    pool = _pool(split, tier, template_id, tables)
     reasons: list[str] = []
     for _ in range(config.max_attempts):
         template = pool[int(rng.integers(len(pool)))]
-        draw = draw_in_split(template, split, rng)
+        draw = draw_in_split(template, split, rng, tables)
         if draw is None:
             reasons.append(f"{template.id}: no draw in split {split}")
             continue

@@ -21,6 +21,7 @@ prints the per-split counts of templates by tier and category, and of tables by 
 
 from __future__ import annotations
 
+import zlib
 from typing import Iterable, Literal
 
 from tasks.data_analysis.tables import TABLES
@@ -28,7 +29,7 @@ from tasks.data_analysis.templates import Template
 from tasks.data_analysis.templates_v2 import CATEGORY, TEMPLATES_V2
 
 __all__ = ["Split", "SPLITS", "HELD_TABLES", "HELD_TEMPLATES", "split_of", "templates_of", "tables_of",
-           "split_summary"]
+           "train_part_tables", "split_summary"]
 
 Split = Literal["train", "validation", "test"]
 SPLITS: tuple[Split, ...] = ("train", "validation", "test")
@@ -75,6 +76,20 @@ def templates_of(split: Split) -> tuple[Template, ...]:
 def tables_of(split: Split) -> tuple[str, ...]:
     """The tables a question of ``split`` may use (train's plus the split's own)."""
     return tuple(sorted(n for n in TABLES if _label(HELD_TABLES, n) in ("train", split)))
+
+
+def train_part_tables(k: int, n: int) -> tuple[str, ...]:
+    """The train tables of the ``k``-th of ``n`` fixed parts, dealt by a hash of the table's
+    name (CRC-32, the same in every process and Python version).
+
+    Why by table: every training question is a fresh draw, so two sets of train *questions*
+    still share their tables, and what a held-out question needs is a table the policy has
+    never seen. With SFT on one part and RL on another, RL's tables are as new to the
+    policy as the test split's (DataAnalysis-v2's ``train_part``). Two parts hold 11 and 10
+    of the 21 train tables."""
+    if not 0 <= k < n or n < 2:
+        raise ValueError(f"Expected 0 <= k < n and n >= 2, actual values: k={k}, n={n}")
+    return tuple(t for t in tables_of("train") if zlib.crc32(t.encode()) % n == k)
 
 
 def split_summary(split: Split) -> dict[str, object]:

@@ -126,6 +126,38 @@ def test_invent_names_renames_train_questions_only_and_the_oracle_still_solves_t
         DataAnalysisV2Env(invent_names=2.0)
 
 
+def test_train_part_draws_train_questions_from_its_own_tables_only_and_is_in_the_fingerprint():
+    """``train_part`` splits the train *tables* (SFT on part 0, RL on part 1: RL's tables are
+    new to the policy, as the test split's are). Validation and test stay whole."""
+    from agentgym import fingerprint_diff
+    from tasks.data_analysis.splits import train_part_tables
+
+    seen = []
+    for k in (0, 1):
+        env = gym.make(ENV_ID, split="train", tier=1, train_part=[k, 2]).unwrapped
+        try:
+            files = set()
+            for seed in range(10):
+                env.reset(seed=seed)
+                files |= {f.removesuffix(".csv") for f in env.task.question.files}
+            assert files <= set(train_part_tables(k, 2))
+            seen.append(files)
+        finally:
+            env.close()
+    assert seen[0] and seen[1] and not seen[0] & seen[1]
+    whole, part = DataAnalysisV2Env(tier=1), DataAnalysisV2Env(tier=1, train_part=[1, 2])
+    assert fingerprint_diff(whole, part) == {"train_part": (None, [1, 2]),
+                                             "train_part_tables": (None, list(train_part_tables(1, 2)))}
+    for split in ("validation", "test"):
+        _assert_questions_unchanged({"train_part": [1, 2]}, split, absent="train_part")
+    report = run_episodes(ENV_ID, oracle_policy, episodes=8, concurrency=2, seed=7,
+                          env_kwargs={"split": "train", "train_part": [1, 2], "invent_names": 1.0})
+    _assert_oracle_solves(report)
+    for bad in ([2, 2], [0], "0/2", [True, 2]):
+        with pytest.raises(ConfigError, match="train_part"):
+            DataAnalysisV2Env(train_part=bad)
+
+
 def test_invent_spelled_spells_train_names_with_the_pieces_and_is_in_the_fingerprint():
     """``invent_spelled`` spells made-up train names with ``name_pieces`` (a tokenizer's
     letter tokens), so every piece a held-out name holds occurs in some training name; the
