@@ -177,7 +177,8 @@ def test_a_node_dying_mid_run_loses_no_episode_and_counts_none_twice(ray_install
     episodes = 60
     with _cluster([2, 2], wait_gone) as address:
         session = connect(address)
-        config = FleetConfig(workers=2, slots=2, placement="env_slots", reruns=2, start_timeout_s=15)
+        config = FleetConfig(workers=2, slots=2, placement="env_slots", reruns=2,
+                             start_timeout_s=45)  # 15 s timed out beside a training run (a loaded 2-core CI machine)
         with EnvFleet(SEARCH, {}, config) as fleet:
             assert len({w.node_id for w in fleet.workers}) == 2  # one worker per slot node
             doomed = fleet.workers[1]
