@@ -78,6 +78,11 @@ class DataAnalysisV2Family(DataAnalysisFamily):
             question's own column names (``statecrime.csv`` holds ``state``; see
             ``tasks.data_analysis.variants.VariantConfig.relate_probability``), so a policy
             must tell a file from a column that starts it, as on held-out tables.
+        invent_values: the chance that an invented train question's text values are made
+            up too: its table's category levels and entity names, and the level the
+            question quotes (``VariantConfig.value_probability``), so a policy must copy a
+            level from the question and from what it printed, as on held-out tables,
+            instead of recalling the train tables' few dozen. Single-table questions only.
         name_pieces: lowercase words to spell with: the policy tokenizer's letter tokens
             (the baselines' trainer passes them with ``env.name_pieces: tokenizer``).
         name_hints: after a cell fails on a missing file or column (``FileNotFoundError``,
@@ -104,17 +109,20 @@ class DataAnalysisV2Family(DataAnalysisFamily):
         invent_names: float = 0.0,
         invent_spelled: float = 0.0,
         invent_related: float = 0.0,
+        invent_values: float = 0.0,
         name_pieces: Sequence[str] = (),
         name_hints: bool = False,
         train_part: Sequence[int] | None = None,
     ) -> None:
         for name, value in (("invent_names", invent_names), ("invent_spelled", invent_spelled),
-                            ("invent_related", invent_related)):
+                            ("invent_related", invent_related), ("invent_values", invent_values)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
                 raise ConfigError(f"Expected {name} in [0, 1], actual value: {value!r}")
-        if invent_related and not invent_names:
-            raise ConfigError("Expected invent_names > 0 with invent_related (it relates the invented stems), "
-                              f"actual value: invent_names={invent_names!r}")
+        for name, value, what in (("invent_related", invent_related, "it relates the invented stems"),
+                                  ("invent_values", invent_values, "it makes up the invented tables' values")):
+            if value and not invent_names:
+                raise ConfigError(f"Expected invent_names > 0 with {name} ({what}), "
+                                  f"actual value: invent_names={invent_names!r}")
         if invent_spelled:
             if not invent_names:
                 raise ConfigError("Expected invent_names > 0 with invent_spelled (it spells the invented names), "
@@ -143,6 +151,7 @@ class DataAnalysisV2Family(DataAnalysisFamily):
         self.invent_names = float(invent_names)
         self.invent_spelled = float(invent_spelled)
         self.invent_related = float(invent_related)
+        self.invent_values = float(invent_values)
         self.name_pieces = tuple(name_pieces) if invent_spelled else ()
 
     def new_task(self, rng: np.random.Generator, split: str, options: dict[str, Any]) -> DataAnalysisV2Task:
@@ -170,7 +179,8 @@ class DataAnalysisV2Family(DataAnalysisFamily):
             config = replace(config, variant=replace(config.variant, invent_probability=self.invent_names,
                                                      spell_probability=self.invent_spelled,
                                                      spell_pieces=self.name_pieces,
-                                                     relate_probability=self.invent_related))
+                                                     relate_probability=self.invent_related,
+                                                     value_probability=self.invent_values))
         return generate_question_v2(rng, split=task.split, tier=tier, template_id=template,  # type: ignore[arg-type]
                                     config=config, tables=self._tables_of(task.split))
 
@@ -208,6 +218,8 @@ class DataAnalysisV2Family(DataAnalysisFamily):
                if self.invent_spelled and self.invent_names and self.split == "train" else {}),
             **({"invent_related": self.invent_related}
                if self.invent_related and self.invent_names and self.split == "train" else {}),
+            **({"invent_values": self.invent_values}
+               if self.invent_values and self.invent_names and self.split == "train" else {}),
             **({"train_part": list(self.train_part), "train_part_tables": sorted(self.part_tables or ())}
                if self.train_part is not None and self.split == "train" else {}),
         })

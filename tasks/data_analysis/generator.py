@@ -27,7 +27,7 @@ from tasks.data_analysis.reference import ORACLE_EPILOGUE, run_reference
 from tasks.data_analysis.schema import AnswerSchema
 from tasks.data_analysis.tables import TABLES
 from tasks.data_analysis.templates import Draw, RenderedQuestion, Template
-from tasks.data_analysis.tiers import TEMPLATES, template_by_id, templates_for_tier
+from tasks.data_analysis.tiers import TEMPLATES, _text, template_by_id, templates_for_tier
 from tasks.data_analysis.variants import TableVariant, VariantConfig, make_variant
 
 __all__ = ["FileInfo", "Question", "GeneratorConfig", "generate_question", "question_from_draft", "render_draft",
@@ -99,7 +99,7 @@ def render_drawn(
         config = dataclasses.replace(config, missing_rates=template.missing_rates)
     variants = tuple(
         make_variant(TABLES[name], rng, allow_rename=template.allow_rename,
-                     allow_missing=template.allow_missing, config=config)
+                     allow_missing=template.allow_missing, allow_values=len(draw.tables) == 1, config=config)
         for name in draw.tables
     )
     unique: list[TableVariant] = []
@@ -109,8 +109,24 @@ def render_drawn(
         unique.append(v)
     variants = tuple(unique)
     names = {k: variants[i].col(col) for k, (i, col) in draw.columns.items()}
-    rq = RenderedQuestion(template, names, dict(draw.values), tuple(v.file for v in variants))
+    rq = RenderedQuestion(template, names, _variant_values(draw, variants), tuple(v.file for v in variants))
     return rq, variants
+
+
+def _variant_values(draw: Draw, variants: tuple[TableVariant, ...]) -> dict[str, Any]:
+    """``draw``'s values with each data value (a category level or entity name the
+    question quotes, such as ``v`` or stocks' ``sym``) replaced by the variant's made-up
+    one, and its ``k_text`` rendering with it, when the variant's values were made up
+    (``VariantConfig.value_probability``; single-table draws only). Every text value is
+    looked up: a draw's other strings (``'max'``, ``'largest'``) are no table's values."""
+    values = dict(draw.values)
+    made_up = variants[0].values if len(variants) == 1 else {}
+    for key, value in draw.values.items():
+        if isinstance(value, str) and value in made_up:
+            values[key] = made_up[value]
+            if f"{key}_text" in values:
+                values[f"{key}_text"] = _text(values[key])
+    return values
 
 
 def _task_id(template: Template, text: str, variants: tuple[TableVariant, ...]) -> str:

@@ -52,6 +52,15 @@ class VariantConfig:
     a column, so a policy trained only on them never has to tell the file ``statecrime``
     from the column ``state`` it also read (the tiny model wrote ``file = 'state'``).
     At 0 no number is drawn for it: the generator draws what it drew before."""
+    value_probability: float = 0.0
+    """Chance that an invented variant's text values are made up too: the levels of its
+    category columns and the names in its entity column (``Biscoe`` -> ``Drouson``,
+    ``cultivar_1`` -> ``stame_1``), one made-up value per real one, injective, shaped
+    like it. Without it a policy trained on the train tables meets the same few dozen
+    levels in every question and recalls them: the tiny model wrote ``== 1957`` (a year
+    from a train table) for ``'cultivar_1'``, and garbled a level it had to copy from
+    the printed result (``'WinNF'`` answered ``'WinNah'``). Single-table questions only
+    (a join's tables must share their values). At 0 no number is drawn for it."""
 
     def __post_init__(self) -> None:
         if not 0 < self.min_fraction <= self.max_fraction <= 1:
@@ -67,6 +76,8 @@ class VariantConfig:
             raise ValueError(f"Expected spell_probability in [0, 1], actual value: {self.spell_probability}")
         if not 0 <= self.relate_probability <= 1:
             raise ValueError(f"Expected relate_probability in [0, 1], actual value: {self.relate_probability}")
+        if not 0 <= self.value_probability <= 1:
+            raise ValueError(f"Expected value_probability in [0, 1], actual value: {self.value_probability}")
         if self.spell_probability > 0:
             check_pieces(self.spell_pieces)
 
@@ -82,6 +93,9 @@ class TableVariant:
     rows: int
     stem: str | None = None
     """A made-up file stem (``invent_probability``); None keeps the table's name."""
+    values: dict[str, str] = field(default_factory=dict)
+    """Real text value -> the variant's made-up one (``value_probability``), in the
+    category and entity columns; empty when the values are the table's."""
 
     @property
     def file(self) -> str:
@@ -125,9 +139,12 @@ def make_variant(
     *,
     allow_rename: bool = True,
     allow_missing: bool = True,
+    allow_values: bool = True,
     config: VariantConfig = VariantConfig(),
 ) -> TableVariant:
-    """Draw one variant of ``spec``'s table; a pure function of the generator's state."""
+    """Draw one variant of ``spec``'s table; a pure function of the generator's state.
+    ``allow_values``: whether ``config.value_probability`` may make up its text values
+    (not for a question over several tables, whose values must match)."""
     df = load_table(spec.name)
     n = len(df)
     if n > config.min_rows:
@@ -148,6 +165,7 @@ def make_variant(
                 df[col] = df[col].astype(object).where(~mask, None)
     renames = _renames(df, spec, rng, config.rename_probability) if allow_rename else {}
     stem = None
+    values: dict[str, str] = {}
     if config.invent_probability > 0 and rng.random() < config.invent_probability:
         spell = made_up_word
         if config.spell_probability > 0 and rng.random() < config.spell_probability:
@@ -157,8 +175,42 @@ def make_variant(
             renames = _invented_renames(df, spec, renames, rng, spell)
         if config.relate_probability > 0 and rng.random() < config.relate_probability:
             stem = related_stem([str(renames.get(c, c)) for c in df.columns if _quotable(spec, c)], rng, spell) or stem
+        if allow_values and config.value_probability > 0 and rng.random() < config.value_probability:
+            values = _invented_values(df, spec, rng, spell)
+            for col in _valued_columns(spec, df):
+                df[col] = df[col].map(lambda v: values.get(v, v) if isinstance(v, str) else v)
     df = df.rename(columns=renames)
-    return TableVariant(spec=spec, data=table_csv(df), renames=renames, missing_rate=rate, rows=n, stem=stem)
+    return TableVariant(spec=spec, data=table_csv(df), renames=renames, missing_rate=rate, rows=n, stem=stem,
+                        values=values)
+
+
+_READ_AS_OTHER = frozenset({"na", "nan", "null", "none", "n/a", "true", "false", "inf", "infinity"})
+"""Lowercased spellings ``pandas.read_csv`` reads as missing, a bool or a float, not text."""
+
+
+def _valued_columns(spec: TableSpec, df: pd.DataFrame) -> list[str]:
+    """The columns whose text values ``value_probability`` makes up: category and entity."""
+    return [c for c in df.columns if c in spec.category or c == spec.entity]
+
+
+def _invented_values(df: pd.DataFrame, spec: TableSpec, rng: np.random.Generator,
+                     spell: Callable[[int, Any], str] = made_up_word) -> dict[str, str]:
+    """One made-up value per real text value (with a letter) of the category and entity
+    columns, shaped like it (:func:`made_up_name`), in sorted order (the draws do not
+    depend on the row order), injective and distinct from every real value, and never a
+    spelling pandas reads back as something else (``nan``, ``True``)."""
+    real = sorted({v for c in _valued_columns(spec, df) for v in df[c] if isinstance(v, str)})
+    taken = set(real)
+    out: dict[str, str] = {}
+    for value in real:
+        if not re.search(r"[A-Za-z]", value):
+            continue
+        new = made_up_name(value, rng, spell)
+        while new in taken or new.strip().lower() in _READ_AS_OTHER:
+            new = made_up_name(value, rng, spell) if re.search(r"[A-Za-z]{3}", value) else new + str(int(rng.integers(10)))
+        taken.add(new)
+        out[value] = new
+    return out
 
 
 def _quotable(spec: TableSpec, column: Any) -> bool:

@@ -229,6 +229,48 @@ def test_invent_related_names_train_files_after_their_own_columns_and_is_in_the_
             DataAnalysisV2Env(**bad)
 
 
+def test_invent_values_makes_up_train_levels_and_is_in_the_fingerprint():
+    """``invent_values`` makes up an invented train table's levels and entity names and the
+    level its question quotes, so a policy must copy a level, as on held-out tables (the
+    tiny model wrote ``== 1957``, a train table's year, for ``'cultivar_1'``); the oracle
+    still solves them, a task id replays, the fingerprint says so, test questions never
+    change, and it needs ``invent_names``."""
+    import re
+
+    from tasks.data_analysis.tables import TABLES, load_table
+
+    kw = {"split": "train", "tier": 1, "template": "v2_count_level", "invent_names": 1.0, "invent_values": 1.0}
+    env = gym.make(ENV_ID, **kw).unwrapped
+    plain = gym.make(ENV_ID, split="train", tier=1, invent_names=1.0).unwrapped
+    real = {v for spec in TABLES.values() for c in (*spec.category, spec.entity) if c
+            for v in load_table(spec.name)[c] if isinstance(v, str)}
+    try:
+        quoted = []
+        for seed in range(12):
+            _, info = env.reset(seed=seed)
+            level = re.search(r"equal to '([^']*)'\?", env.task.question.text)
+            if level:
+                quoted.append(level.group(1))
+        assert len(quoted) >= 4 and not set(quoted) & real, quoted
+        text = env.task.question.text
+        env.reset(options={"task_id": info["task_id"]})
+        assert env.task.question.text == text
+        assert env.fingerprint.fields["invent_values"] == 1.0 and "invent_values" not in plain.fingerprint.fields
+    finally:
+        env.close()
+        plain.close()
+    for split in ("validation", "test"):
+        _assert_questions_unchanged({"invent_names": 1.0, "invent_values": 1.0}, split, absent="invent_values")
+    report = run_episodes(ENV_ID, oracle_policy, episodes=12, concurrency=3, seed=7,
+                          env_kwargs={"split": "train", "tier": 1, "invent_names": 1.0, "invent_values": 1.0})
+    _assert_oracle_solves(report)
+    for bad, match in (({"invent_values": 0.5}, "invent_names"),
+                       ({"invent_names": 1.0, "invent_values": 1.5}, "invent_values"),
+                       ({"invent_names": 1.0, "invent_values": True}, "invent_values")):
+        with pytest.raises(ConfigError, match=match):
+            DataAnalysisV2Env(**bad)
+
+
 @pytest.mark.parametrize("max_turns", [1, 2])
 def test_an_unanswered_episode_still_says_which_template_and_tier_it_was(max_turns):
     """Per-template success rates are computed from the episode-end info: a truncated

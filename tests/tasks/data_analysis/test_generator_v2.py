@@ -72,3 +72,55 @@ def test_the_memoriser_memorises_and_fails_on_test():
     assert TemplateMemoriser().fit(train).predict(train[0])[0] == "text"
     report = evaluate_memoriser(train, draw_questions("test", 30, seed=1))
     assert report["success"] <= 0.10
+
+
+@pytest.mark.parametrize("template", TEMPLATES_V2, ids=lambda t: t.id)
+def test_made_up_values_reach_the_question_and_the_data_alike(template):
+    """With ``value_probability`` a level the question quotes (``{v_text}``) is the made-up
+    one, and it is in the variant's data; no real value that was made up stays in the
+    question's parameters; a question over several tables keeps its values (their
+    tables must share them)."""
+    import dataclasses
+
+    from tasks.data_analysis.generator import render_drawn
+    from tasks.data_analysis.generator_v2 import V2_GENERATOR
+
+    config = dataclasses.replace(V2_GENERATOR.variant, invent_probability=1.0, value_probability=1.0)
+    rng = np.random.default_rng(11)
+    checked = 0
+    for _ in range(6):
+        draw = template.draw(rng)
+        if draw is None:
+            continue
+        rq, variants = render_drawn(template, draw, rng, config)
+        if len(variants) > 1:
+            assert all(v.values == {} for v in variants) and dict(rq.values) == dict(draw.values)
+            continue
+        made = variants[0].values
+        assert not {v for v in rq.values.values() if isinstance(v, str)} & set(made)
+        frame = variants[0].frame()
+        for key, value in rq.values.items():
+            if isinstance(draw.values[key], str) and draw.values[key] in made:
+                assert value == made[draw.values[key]] and f"'{value}'" in rq.text()
+                assert any((frame[c] == value).any() for c in frame.columns), (key, value)
+                checked += 1
+    if template.id in {"v2_count_level", "v2_share_level", "t3_yearly_change"}:
+        assert checked, template.id
+
+
+@pytest.mark.parametrize("template", [t for t in TEMPLATES_V2 if _home_split(t.id) == "train"], ids=lambda t: t.id)
+def test_every_train_template_still_draws_with_made_up_names_and_values(template, tmp_path, monkeypatch):
+    """Made-up values must not leave a training template without questions (a level the
+    question names but the data lacks would fail the reference or the ambiguity filter
+    every time), and the truth is the reference's on the made-up files."""
+    import dataclasses
+
+    from tasks.data_analysis.generator_v2 import V2_GENERATOR
+
+    config = dataclasses.replace(V2_GENERATOR, variant=dataclasses.replace(
+        V2_GENERATOR.variant, invent_probability=1.0, value_probability=1.0))
+    q = generate_question_v2(np.random.default_rng(5), split="train", template_id=template.id, config=config)
+    for name, data in q.files.items():
+        (tmp_path / name).write_bytes(data)
+    monkeypatch.chdir(tmp_path)
+    assert run_reference(q.reference_code) == q.truth

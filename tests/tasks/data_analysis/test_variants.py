@@ -216,3 +216,54 @@ def test_two_variants_with_one_file_name_are_told_apart(monkeypatch):
     _, variants = generator.render_drawn(join, Draw(("nile", "nile"), {}, {}), np.random.default_rng(0), VariantConfig())
     assert [v.file for v in variants] == [same.file, f"{same.stem}2.csv"]
     assert variants[1].data == same.data
+
+
+def _text_values(frame, columns):
+    return {v for c in columns for v in frame[c] if isinstance(v, str)}
+
+
+@pytest.mark.parametrize("name", ["penguins", "tips", "gapminder", "mpg"])
+def test_value_probability_makes_up_each_text_value_of_the_category_and_entity_columns(name):
+    """``value_probability`` (an invented variant's levels and entity names made up too)
+    changes nothing but those values: the same rows, renames and stem as the invented
+    variant without it, each real text value replaced by one made-up value everywhere
+    (injective, none of them a real one, none read back as missing), the other columns'
+    bytes untouched. At 0 it draws exactly the invented variants."""
+    spec = TABLES[name]
+    valued = [c for c in load_table(name).columns if c in spec.category or c == spec.entity]
+    if name in {"penguins", "tips", "mpg"}:
+        assert valued, name
+    for seed in range(4):
+        plain = variant(name, seed, config=VariantConfig(invent_probability=1.0))
+        zero = variant(name, seed, config=VariantConfig(invent_probability=1.0, value_probability=0.0))
+        assert (zero.data, zero.file, zero.renames, zero.values) == (plain.data, plain.file, plain.renames, {})
+        made = variant(name, seed, config=VariantConfig(invent_probability=1.0, value_probability=1.0))
+        assert (made.file, made.renames, made.rows) == (plain.file, plain.renames, plain.rows)
+        cols = [made.col(c) for c in valued]
+        a, b = plain.frame(), made.frame()
+        real = _text_values(a, cols)
+        assert set(made.values) == {v for v in real if any(ch.isalpha() for ch in v)}
+        assert len(set(made.values.values())) == len(made.values) and not set(made.values.values()) & real
+        expected = a.copy()
+        for c in cols:
+            expected[c] = expected[c].map(lambda v: made.values.get(v, v) if isinstance(v, str) else v)
+            assert b[c].isna().sum() == a[c].isna().sum()
+        pd.testing.assert_frame_equal(b, expected)
+    assert variant(name, 0, allow_values=False,
+                   config=VariantConfig(invent_probability=1.0, value_probability=1.0)).values == {}
+    assert variant(name, 0, config=VariantConfig(value_probability=1.0)).values == {}  # only invented variants
+    with pytest.raises(ValueError, match="value_probability"):
+        VariantConfig(value_probability=-0.1)
+
+
+def test_made_up_values_are_never_spellings_pandas_reads_as_something_else():
+    """A made-up level ``nan`` or ``True`` would come back from the CSV as a missing value
+    or a bool: the question would quote a level the table does not hold."""
+    from tasks.data_analysis.variants import _invented_values
+
+    spec = TABLES["penguins"]
+    words = iter(["nan", "true", "none", "kol", "nan", "bur", "dim", "tas", "ler", "mip", "sov", "zat"] * 4)
+    values = _invented_values(load_table("penguins"), spec, np.random.default_rng(0), lambda n, rng: next(words))
+    assert values and not {v.lower() for v in values.values()} & {"nan", "true", "none"}
+    frame = pd.read_csv(__import__("io").StringIO("x\n" + "\n".join(values.values())))
+    assert frame["x"].notna().all() and set(frame["x"]) == set(values.values())
