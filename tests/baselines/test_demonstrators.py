@@ -542,3 +542,46 @@ def test_mistakes_find_the_file_name_in_names_first_code():
     wrong = [python_code(mistaken_call(_call("python", code=code), random.Random(s))) for s in range(12)]
     assert any("file = 'penguins.csv'" in w and w.endswith("sum())\n") for w in wrong)  # the name, whole code
     assert any("file = 'pen_guins.csv'" in w and not w.endswith("\n") for w in wrong)  # the code cut off
+
+
+def test_names_first_printed_answers_in_the_printed_results_own_tokens_and_still_solves():
+    """``names_first_printed`` writes a one-field answer as the tool printed it, between
+    newlines, so the copied span (newline, value, newline) is the tool result's tokens
+    exactly; with ``{"value": "WinNF"}}`` the quotes merge with the space and the braces
+    and the copy has no token to match (the tiny model answered ``"sun 6``). The answer
+    is still the same JSON and each episode still succeeds."""
+    from baselines.demonstrators import answer_as_printed, names_first, names_first_printed
+    from baselines.sft import _play as play_episode
+    from baselines.tiny_model import build_tokenizer
+
+    env = _da_env(invent_values=1.0)
+    tok = build_tokenizer(['{"value": "WinNF"}} "sun" 86.995 {"name": "answer", "arguments": ' * 50], 400,
+                          isolate_words=True)
+    pieces = lambda text: [tok.decode([i]) for i in tok.encode(text, add_special_tokens=False)]  # noqa: E731
+    kinds = set()
+    try:
+        for seed in range(30):
+            messages, _, _, _, success, failed = play_episode(env, names_first_printed, seed)
+            assert success and not failed
+            calls = [c for m in messages if m["role"] == "assistant" for c in _calls(m["content"])]
+            assert [c["name"] for c in calls] == ["python", "answer"]
+            printed = next(m for m in messages if m["role"] == "tool")["content"].strip().splitlines()[-1]
+            answer = messages[-2]["content"] if messages[-1]["role"] == "tool" else messages[-1]["content"]
+            assert f":\n{printed}\n}}}}</tool_call>" in answer, answer
+            response = pieces(f"<tool_response>\n{printed}\n</tool_response>")
+            written = pieces(answer)
+            span = pieces(f"\n{printed}\n")
+            assert any(written[i:i + len(span)] == span for i in range(len(written))), (written, span)
+            assert any(response[i:i + len(span)] == span for i in range(len(response)))
+            kinds.add(type(json.loads(printed)).__name__)
+            env.reset(seed=seed)
+            plain, _, _, _, ok, _ = play_episode(env, names_first, seed)
+            assert ok and _calls(plain[-2]["content"] if plain[-1]["role"] == "tool" else plain[-1]["content"]) == [calls[-1]]
+    finally:
+        env.close()
+    assert {"str", "int", "float"} <= kinds, kinds
+    unchanged = '<tool_call>{"name": "answer", "arguments": {"value": 3.25}}</tool_call>'
+    assert answer_as_printed(unchanged, "3.2500001") == unchanged  # the printed line is not the answer
+    assert answer_as_printed(unchanged, "3") == unchanged
+    two = '<tool_call>{"name": "answer", "arguments": {"group": "a", "value": 1}}</tool_call>'
+    assert answer_as_printed(two, '{"group": "a", "value": 1}') == two
