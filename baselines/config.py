@@ -279,13 +279,11 @@ class SFTConfig(_Section):
     """Merged over ``env.kwargs`` for the demonstration env only, e.g. Search's
     ``{train_part: [0, 2]}`` with ``env.kwargs.train_part: [1, 2]``: RL then trains on
     questions imitation never showed."""
-    demonstrator: Literal["oracle", "search_reader", "names_first", "names_first_printed"] = "oracle"
+    demonstrator: Literal["oracle", "search_reader", "names_first"] = "oracle"
     """Whom to imitate (``baselines.demonstrators``): ``oracle`` (the env's) or a policy
     whose tokens follow from what it has seen, e.g. ``search_reader`` for Search;
     ``names_first`` is DataAnalysis's oracle with its code's names bound first, one per
-    line, so each copied name ends alike; ``names_first_printed`` also writes the answer's
-    value as the tool printed it, between newlines, so the answer copies the result's
-    own tokens (``baselines.demonstrators.answer_as_printed``)."""
+    line, so each copied name ends alike."""
     steps: StrictInt = Field(300, ge=1)
     """Maximum SFT steps (fewer when ``stop_success`` is reached first)."""
     batch_size: StrictInt = Field(16, ge=1)

@@ -31,8 +31,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["DEMONSTRATORS", "Demonstrator", "answer_as_printed", "counterfactual", "demonstrator", "episode_slots",
-           "invented_name", "mistaken_call", "names_first_printed", "recovering", "search_reader"]
+__all__ = ["DEMONSTRATORS", "Demonstrator", "counterfactual", "demonstrator", "episode_slots", "invented_name", "mistaken_call",
+           "recovering", "search_reader"]
 
 Demonstrator = Callable[[Any], str]
 """``(env) -> action text`` for the env's current episode state."""
@@ -148,44 +148,6 @@ def names_first(env: Any) -> str:
     return action if code is None else _call("python", code=bind_names_first(code))
 
 
-def names_first_printed(env: Any) -> str:
-    """:func:`names_first`, with the answer written in the printed result's own tokens
-    (:func:`answer_as_printed`)."""
-    action = names_first(env)
-    ran = [r for r in env.unwrapped.last_results if r.name == "python" and r.status == "ok"]
-    return answer_as_printed(action, ran[-1].output) if ran and python_code(action) is None else action
-
-
-def answer_as_printed(action: str, output: str) -> str:
-    """``action``'s one-field ``answer`` call with the value written as ``output``'s last
-    line, between newlines: ``{"value":\\n"WinNF"\\n}}`` (JSON: the same call).
-
-    A tool result is shown as ``<tool_response>\\n"WinNF"\\n</tool_response>``, and the
-    answer ``{"value": "WinNF"}}`` respells both ends of the copy: the opening ``"``
-    merges with the space before it (`` "``) and the closing one with the braces
-    (``"}}``). An induction head copies by matching the token before, so after the name
-    it copied what followed it in the result: the tiny model answered ``"sun 6`` and
-    ``"WinNah`` then the result's closing tags (10 of its 91 test answers to training
-    templates). Written as printed, the copied span (newline, value, newline) is the
-    result's tokens exactly, and the copy ends at the one fixed turn (``}}``), as a
-    number's does. Unchanged when the printed line is not the answer's value.
-    """
-    match = _CALL.fullmatch(action.strip())
-    try:
-        call = json.loads(match.group(1)) if match else None
-        printed = output.split("\n[stderr]\n")[0].strip().splitlines()[-1]
-        shown = json.loads(printed)
-    except (json.JSONDecodeError, IndexError):
-        return action
-    arguments = call.get("arguments") if isinstance(call, dict) and call.get("name") == "answer" else None
-    if not isinstance(arguments, dict) or len(arguments) != 1:
-        return action
-    (field, value), = arguments.items()
-    if shown != value or type(shown) is not type(value):
-        return action
-    return f'<tool_call>{{"name": "answer", "arguments": {{{json.dumps(field)}:\n{printed}\n}}}}</tool_call>'
-
-
 def python_code(action: str) -> str | None:
     """The code of ``action`` when it is exactly one ``python`` tool call, else None."""
     match = _CALL.fullmatch(action.strip())
@@ -197,8 +159,7 @@ def python_code(action: str) -> str | None:
     return code if isinstance(code, str) else None
 
 
-DEMONSTRATORS: dict[str, Demonstrator] = {"oracle": oracle, "search_reader": search_reader, "names_first": names_first,
-                                          "names_first_printed": names_first_printed}
+DEMONSTRATORS: dict[str, Demonstrator] = {"oracle": oracle, "search_reader": search_reader, "names_first": names_first}
 
 
 def demonstrator(name: str) -> Demonstrator:
