@@ -60,7 +60,12 @@ class VariantConfig:
     levels in every question and recalls them: the tiny model wrote ``== 1957`` (a year
     from a train table) for ``'cultivar_1'``, and garbled a level it had to copy from
     the printed result (``'WinNF'`` answered ``'WinNah'``). Single-table questions only
-    (a join's tables must share their values). At 0 no number is drawn for it."""
+    (a join's tables must share their values). The values made up are those of the
+    variant's rows: a level the draw picked from the whole table that the subsample
+    dropped keeps its real spelling in the question, with its true count of 0 (1 of 106
+    tier-1 level questions in a 400-question probe). Mapping the whole table's values
+    instead would close that, at the cost of every task id drawing other names than the
+    measured runs did. At 0 no number is drawn for it."""
 
     def __post_init__(self) -> None:
         if not 0 < self.min_fraction <= self.max_fraction <= 1:
