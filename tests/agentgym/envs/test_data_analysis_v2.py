@@ -39,6 +39,16 @@ def _assert_questions_unchanged(kwargs, split, absent=None):
         augmented.close()
 
 
+def _assert_refused_out_of_range_or_without_invent_names(name):
+    """An ``invent_*`` option that needs ``invent_names`` is refused without it, above 1
+    and as a bool, each a ``ConfigError`` naming the key at fault."""
+    for bad, match in (({name: 0.5}, "invent_names"),
+                       ({"invent_names": 1.0, name: 1.5}, name),
+                       ({"invent_names": 1.0, name: True}, name)):
+        with pytest.raises(ConfigError, match=match):
+            DataAnalysisV2Env(**bad)
+
+
 @pytest.mark.parametrize("split", ["train", "validation", "test"])
 def test_oracle_solves_each_split_through_process_sandbox(split):
     report = run_episodes(ENV_ID, oracle_policy, episodes=12, concurrency=3, seed=7,
@@ -222,11 +232,7 @@ def test_invent_related_names_train_files_after_their_own_columns_and_is_in_the_
     _assert_questions_unchanged(kw, "test", absent="invent_related")
     report = run_episodes(ENV_ID, oracle_policy, episodes=12, concurrency=3, seed=7, env_kwargs=kw)
     _assert_oracle_solves(report)
-    for bad, match in (({"invent_related": 0.5}, "invent_names"),
-                       ({"invent_names": 1.0, "invent_related": 1.5}, "invent_related"),
-                       ({"invent_names": 1.0, "invent_related": True}, "invent_related")):
-        with pytest.raises(ConfigError, match=match):
-            DataAnalysisV2Env(**bad)
+    _assert_refused_out_of_range_or_without_invent_names("invent_related")
 
 
 def test_invent_values_makes_up_train_levels_and_is_in_the_fingerprint():
@@ -264,11 +270,7 @@ def test_invent_values_makes_up_train_levels_and_is_in_the_fingerprint():
     report = run_episodes(ENV_ID, oracle_policy, episodes=12, concurrency=3, seed=7,
                           env_kwargs={"split": "train", "tier": 1, "invent_names": 1.0, "invent_values": 1.0})
     _assert_oracle_solves(report)
-    for bad, match in (({"invent_values": 0.5}, "invent_names"),
-                       ({"invent_names": 1.0, "invent_values": 1.5}, "invent_values"),
-                       ({"invent_names": 1.0, "invent_values": True}, "invent_values")):
-        with pytest.raises(ConfigError, match=match):
-            DataAnalysisV2Env(**bad)
+    _assert_refused_out_of_range_or_without_invent_names("invent_values")
 
 
 @pytest.mark.parametrize("max_turns", [1, 2])
