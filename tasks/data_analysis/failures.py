@@ -34,6 +34,8 @@ __all__ = ["FIRST_CALL_OUTCOMES", "FailureReport", "first_call_outcome", "failur
 
 FIRST_CALL_OUTCOMES: tuple[str, ...] = (
     "solved",
+    "ran, a quoted name left out",
+    "ran, answered other than it printed",
     "ran, answered wrong",
     "ran, no answer",
     "wrong file name",
@@ -52,12 +54,28 @@ FIRST_CALL_OUTCOMES: tuple[str, ...] = (
 describe failed episodes by their first tool call. ``mismatched bracket`` is a
 ``SyntaxError`` whose closing bracket is not the opener's kind (``df['yield').sum()``):
 the tiny model's copy running on past a name into what followed a quote elsewhere
-(``read_csv('x.csv')``), most of its syntax errors on held-out tables."""
+(``read_csv('x.csv')``), most of its syntax errors on held-out tables.
+
+A first call that ran and was answered wrongly is split three ways, because two of
+them are copies gone wrong rather than a wrong computation:
+
+- ``ran, a quoted name left out``: the code does not quote every name the question
+  quotes. ``value = 'cultivar'`` for the level ``'cultivar_1'`` of the column
+  ``'cultivar'``: the copy followed the wrong one of two names that begin alike.
+- ``ran, answered other than it printed``: the code printed one value and the answer
+  gives another (``2188918891589787.0`` for a printed ``218891589787.0``), not a
+  rounding of it.
+- ``ran, answered wrong``: neither; the code computed the wrong thing (a held-out
+  template's median answered as a sum)."""
 
 _EXCEPTION = re.compile(r"your code raised an exception: (\w+)")
 _MISMATCHED = re.compile(r"your code raised an exception: SyntaxError: closing parenthesis .{3} does not match "
                          r"opening parenthesis")
 _SANDBOX_FAILURES = ("ran past its time limit", "ran out of memory", "interpreter crashed")
+_QUOTED = re.compile(r"(?<!\w)'([^'\n]+)'(?!\w)")
+"""A quoted name in a question: an apostrophe inside a word (``numpy's``, ``pandas'``)
+neither opens nor closes one."""
+_TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
 _BY_EXCEPTION = {"FileNotFoundError": "wrong file name", "KeyError": "wrong column or key",
                  "SyntaxError": "syntax error", "IndentationError": "syntax error"}
 
@@ -91,7 +109,75 @@ def first_call_outcome(record: dict[str, Any]) -> str:
     raised = _EXCEPTION.match(text)
     if raised:
         return _BY_EXCEPTION.get(raised.group(1), "other exception")
-    return "ran, answered wrong" if any(m.get("name") == "answer" for m in tools) else "ran, no answer"
+    if not any(m.get("name") == "answer" for m in tools):
+        return "ran, no answer"
+    code = _first_python_code(record)
+    if code is not None and any(f"'{n}'" not in code and f'"{n}"' not in code for n in _question_names(record)):
+        return "ran, a quoted name left out"
+    if _answered_other_than_printed(record, text):
+        return "ran, answered other than it printed"
+    return "ran, answered wrong"
+
+
+def _question_names(record: dict[str, Any]) -> list[str]:
+    """The names the question quotes (columns, text levels), not the answer's field names
+    that the env's answer hint quotes after it (``Answer with 'value'``)."""
+    users = [str(m.get("content", "")) for m in record.get("messages", []) if m.get("role") == "user"]
+    if not users:
+        return []
+    question = users[0].split("Question:", 1)[-1].split(" Answer with ", 1)[0]
+    fields = set((record.get("info") or {}).get("answer") or {})
+    return [n for n in dict.fromkeys(_QUOTED.findall(question)) if n not in fields]
+
+
+def _calls(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """A model turn's tool calls as ``{"name", "arguments"}``: native ``tool_calls``, or
+    the text mode's ``<tool_call>`` JSON. A call that does not parse is left out."""
+    calls: list[dict[str, Any]] = []
+    for native in message.get("tool_calls") or ():
+        function = native.get("function") or {}
+        try:
+            arguments = json.loads(function.get("arguments") or "{}")
+        except (TypeError, ValueError):
+            continue
+        calls.append({"name": function.get("name"), "arguments": arguments})
+    for raw in _TOOL_CALL.findall(str(message.get("content") or "")):
+        try:
+            call = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(call, dict):
+            calls.append(call)
+    return calls
+
+
+def _first_python_code(record: dict[str, Any]) -> str | None:
+    for message in record.get("messages", []):
+        if message.get("role") == "assistant":
+            for call in _calls(message):
+                arguments = call.get("arguments")
+                if call.get("name") == "python" and isinstance(arguments, dict):
+                    return str(arguments.get("code", ""))
+    return None
+
+
+def _answered_other_than_printed(record: dict[str, Any], printed_text: str) -> bool:
+    """Whether a one-field answer differs from the one value the first call printed (a
+    rounding of a printed number is the same value). False when either is not one value:
+    nothing to compare."""
+    answer = (record.get("info") or {}).get("answer")
+    try:
+        printed = json.loads(printed_text.strip())
+    except ValueError:
+        return False
+    if not isinstance(answer, dict) or len(answer) != 1 or isinstance(printed, (dict, list)) or printed is None:
+        return False
+    given = next(iter(answer.values()))
+    if isinstance(printed, str) or isinstance(given, str) or isinstance(printed, bool) or isinstance(given, bool):
+        return str(given).strip() != str(printed).strip()
+    if not isinstance(given, (int, float)):
+        return True
+    return not any(given == round(printed, digits) for digits in range(16)) and given != printed
 
 
 def _fixed(record: dict[str, Any]) -> bool:

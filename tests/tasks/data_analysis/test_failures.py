@@ -36,6 +36,17 @@ def _file(env: Any) -> str:
 
 FirstCall = Callable[[Any], str]
 
+WRONG = -987654
+"""What a failing policy prints or answers: no tier-1 question's truth."""
+
+
+def _printing_wrong(env: Any) -> str:
+    """The oracle's code, every quoted name in it, printing :data:`WRONG` in place of its result."""
+    code = _oracle_code(env)
+    assert code.endswith("print(_json.dumps(result))\n")
+    return _python(code.replace("print(_json.dumps(result))", f"print(_json.dumps({WRONG}))"))
+
+
 FIRST_CALLS: dict[str, FirstCall] = {
     "wrong file name": lambda env: _python(_oracle_code(env).replace(_file(env), "no_such_table.csv")),
     "wrong column or key": lambda env: _python(f"import pandas as pd\nprint(pd.read_csv('{_file(env)}')['no_such_column'])"),
@@ -46,7 +57,10 @@ FIRST_CALLS: dict[str, FirstCall] = {
     "timeout, memory or crash": lambda env: _python("while True:\n    pass"),
     "unreadable call": lambda env: "<tool_call>{\"name\": \"python\", \"arguments\": </tool_call>",
     "answered without code": lambda env: _call("answer", {"value": "no idea"}),
-    "ran, answered wrong": lambda env: _python(_oracle_code(env)),
+    # the three ways a call that ran is answered wrongly (the later turn answers WRONG)
+    "ran, a quoted name left out": lambda env: _python(f"print({WRONG})"),
+    "ran, answered other than it printed": lambda env: _python(_oracle_code(env)),
+    "ran, answered wrong": _printing_wrong,
 }
 
 
@@ -57,7 +71,7 @@ def _policy(first: FirstCall, then: str) -> Callable[[Any, str, dict[str, Any]],
             return first(env)
         if then == "oracle":
             return env.get_wrapper_attr("oracle_action")()
-        return _call("answer", {"value": "certainly wrong"})
+        return _call("answer", {"value": WRONG})
     return act
 
 
@@ -143,3 +157,53 @@ def test_a_file_that_is_not_a_run_file_is_refused(tmp_path):
     bad.write_text('{"kind": "episode", "episode": 0}\n')
     with pytest.raises(ValueError, match="header line first"):
         main([str(bad)])
+
+
+def _ran_and_answered(question: str, code: str, printed: str, answer: dict[str, Any], native: bool = False) -> dict[str, Any]:
+    """An episode record in the shape ``agentgym eval run`` writes: one python call that
+    ran, then an answer that scored 0."""
+    call = {"name": "python", "arguments": {"code": code}}
+    turn = ({"role": "assistant", "content": "", "tool_calls": [
+                {"type": "function", "function": {"name": "python", "arguments": json.dumps(call["arguments"])}}]}
+            if native else {"role": "assistant", "content": f"<tool_call>{json.dumps(call)}</tool_call>"})
+    return {"success": False, "info": {"template": "v2_count_level", "answer": answer},
+            "messages": [{"role": "system", "content": "You are a data analyst."},
+                         {"role": "user", "content": f"Files: x.csv\n\nQuestion: {question}"}, turn,
+                         {"role": "tool", "name": "python", "content": printed},
+                         {"role": "assistant", "content": _call("answer", answer)},
+                         {"role": "tool", "name": "answer", "content": "ok"}]}
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_a_level_copied_as_its_column_is_a_quoted_name_left_out(native):
+    """The tiny model's commonest wrong answer on wine: the level 'cultivar_1' written as
+    'cultivar', the column's name that begins it. The answer field the env's hint quotes
+    is not a name the code must hold."""
+    question = "In wine.csv, how many rows have 'cultivar' equal to 'cultivar_1'? Answer with 'value' (an integer)."
+    left_out = _ran_and_answered(question, "column = 'cultivar'\nvalue = 'cultivar'\nprint(0)", "0", {"value": 0}, native)
+    assert first_call_outcome(left_out) == "ran, a quoted name left out"
+    both = _ran_and_answered(question, 'df = x[x["cultivar"] == "cultivar_1"]\nprint(3)', "3", {"value": 3}, native)
+    assert first_call_outcome(both) == "ran, answered wrong"
+
+
+def test_an_apostrophe_inside_a_word_does_not_quote_a_name():
+    question = ("In x.csv, what is the 90th percentile of 'alcohol' (linear interpolation, numpy's and pandas' "
+                "default)? Answer with 'value' (a number rounded to 2 decimal places).")
+    record = _ran_and_answered(question, "c = 'alcohol'\nprint(1.5)", "1.5", {"value": 1.5})
+    assert first_call_outcome(record) == "ran, answered wrong"
+
+
+@pytest.mark.parametrize(("printed", "answer", "outcome"), [
+    ("218891589787.0", 2188918891589787.0, "ran, answered other than it printed"),  # digits copied twice
+    ("11.1", 11.11, "ran, answered other than it printed"),
+    ("3.14159", 3.14, "ran, answered wrong"),  # rounded as the question asks: the value it printed
+    ("7", 7, "ran, answered wrong"),
+    ('"sun"', "sun 6", "ran, answered other than it printed"),
+    ('"sun"', "sun", "ran, answered wrong"),
+    ('{"a": 1}', 1, "ran, answered wrong"),  # not one printed value: nothing to compare
+    ("no json here", 1, "ran, answered wrong"),
+])
+def test_an_answer_is_compared_with_the_one_value_its_call_printed(printed, answer, outcome):
+    record = _ran_and_answered("In x.csv, what is the total of 'pop'? Answer with 'value'.", "c = 'pop'\nprint(r)",
+                               printed, {"value": answer})
+    assert first_call_outcome(record) == outcome
