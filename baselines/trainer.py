@@ -122,13 +122,15 @@ def corpus_env_kwargs(config: TrainConfig) -> dict[str, Any]:
     lacks, and without them the tokenizer (so an SFT that does not see them either) is
     the one the run would have without the option, which makes it a clean A/B; less
     ``invent_values`` for the same A/B (its made-up values are spelled like the made-up
-    names the corpus already holds). With
+    names the corpus already holds), and less ``invent_column_levels`` (its levels are
+    a made-up column's name and a number). With
     ``model.tokenizer_names: real``, less every ``invent_*`` option."""
     kwargs = dict(config.env.kwargs)
     if config.env.name_pieces == "tokenizer":
         kwargs.pop("invent_spelled", None)
     kwargs.pop("invent_related", None)
     kwargs.pop("invent_values", None)
+    kwargs.pop("invent_column_levels", None)
     if config.model.tokenizer_names == "real":
         kwargs = {k: v for k, v in kwargs.items() if not k.startswith("invent_")}
     return kwargs

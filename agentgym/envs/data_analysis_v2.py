@@ -83,6 +83,11 @@ class DataAnalysisV2Family(DataAnalysisFamily):
             question quotes (``VariantConfig.value_probability``), so a policy must copy a
             level from the question and from what it printed, as on held-out tables,
             instead of recalling the train tables' few dozen. Single-table questions only.
+        invent_column_levels: with ``invent_values``, the chance that each made-up
+            category column's levels are named after the column, ``<column>_1``,
+            ``<column>_2``, ... (``VariantConfig.level_prefix_probability``), as wine's
+            ``cultivar_1`` is: otherwise no made-up level begins with its column's name,
+            and a policy never has to tell the level from the column quoted before it.
         name_pieces: lowercase words to spell with: the policy tokenizer's letter tokens
             (the baselines' trainer passes them with ``env.name_pieces: tokenizer``).
         name_hints: after a cell fails on a missing file or column (``FileNotFoundError``,
@@ -110,12 +115,14 @@ class DataAnalysisV2Family(DataAnalysisFamily):
         invent_spelled: float = 0.0,
         invent_related: float = 0.0,
         invent_values: float = 0.0,
+        invent_column_levels: float = 0.0,
         name_pieces: Sequence[str] = (),
         name_hints: bool = False,
         train_part: Sequence[int] | None = None,
     ) -> None:
         for name, value in (("invent_names", invent_names), ("invent_spelled", invent_spelled),
-                            ("invent_related", invent_related), ("invent_values", invent_values)):
+                            ("invent_related", invent_related), ("invent_values", invent_values),
+                            ("invent_column_levels", invent_column_levels)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
                 raise ConfigError(f"Expected {name} in [0, 1], actual value: {value!r}")
         for name, value, what in (("invent_related", invent_related, "it relates the invented stems"),
@@ -123,6 +130,9 @@ class DataAnalysisV2Family(DataAnalysisFamily):
             if value and not invent_names:
                 raise ConfigError(f"Expected invent_names > 0 with {name} ({what}), "
                                   f"actual value: invent_names={invent_names!r}")
+        if invent_column_levels and not invent_values:
+            raise ConfigError("Expected invent_values > 0 with invent_column_levels (it names the made-up levels), "
+                              f"actual value: invent_values={invent_values!r}")
         if invent_spelled:
             if not invent_names:
                 raise ConfigError("Expected invent_names > 0 with invent_spelled (it spells the invented names), "
@@ -152,6 +162,7 @@ class DataAnalysisV2Family(DataAnalysisFamily):
         self.invent_spelled = float(invent_spelled)
         self.invent_related = float(invent_related)
         self.invent_values = float(invent_values)
+        self.invent_column_levels = float(invent_column_levels)
         self.name_pieces = tuple(name_pieces) if invent_spelled else ()
 
     def new_task(self, rng: np.random.Generator, split: str, options: dict[str, Any]) -> DataAnalysisV2Task:
@@ -180,7 +191,8 @@ class DataAnalysisV2Family(DataAnalysisFamily):
                                                      spell_probability=self.invent_spelled,
                                                      spell_pieces=self.name_pieces,
                                                      relate_probability=self.invent_related,
-                                                     value_probability=self.invent_values))
+                                                     value_probability=self.invent_values,
+                                                     level_prefix_probability=self.invent_column_levels))
         return generate_question_v2(rng, split=task.split, tier=tier, template_id=template,  # type: ignore[arg-type]
                                     config=config, tables=self._tables_of(task.split))
 
@@ -220,6 +232,9 @@ class DataAnalysisV2Family(DataAnalysisFamily):
                if self.invent_related and self.invent_names and self.split == "train" else {}),
             **({"invent_values": self.invent_values}
                if self.invent_values and self.invent_names and self.split == "train" else {}),
+            **({"invent_column_levels": self.invent_column_levels}
+               if self.invent_column_levels and self.invent_values and self.invent_names and self.split == "train"
+               else {}),
             **({"train_part": list(self.train_part), "train_part_tables": sorted(self.part_tables or ())}
                if self.train_part is not None and self.split == "train" else {}),
         })

@@ -246,8 +246,8 @@ def test_top_p_below_one_is_refused_with_the_reason():
 
 
 def test_the_tokenizer_corpus_leaves_out_rl_only_name_shapes():
-    """``invent_related`` (train stems made from their own columns) and ``invent_values``
-    (made-up levels) are left out of the text the tiny tokenizer trains on, as ``invent_spelled`` is when its pieces come from that
+    """``invent_related`` (train stems made from their own columns), ``invent_values``
+    (made-up levels) and ``invent_column_levels`` (levels named after their column) are left out of the text the tiny tokenizer trains on, as ``invent_spelled`` is when its pieces come from that
     tokenizer: a run with it then has the tokenizer, and with ``sft.env_kwargs`` the SFT
     start, of the run without it. Every other kwarg reaches the corpus."""
     from baselines.trainer import corpus_env_kwargs
@@ -260,6 +260,9 @@ def test_the_tokenizer_corpus_leaves_out_rl_only_name_shapes():
     assert corpus_env_kwargs(spelled) == {"tier": 1, "invent_names": 1.0}
     values = load_config(None, [*base, "env.kwargs.invent_values=1.0"])
     assert values.env.kwargs["invent_values"] == 1.0 and corpus_env_kwargs(values) == {"tier": 1, "invent_names": 1.0}
+    levels = load_config(None, [*base, "env.kwargs.invent_values=1.0", "env.kwargs.invent_column_levels=1.0"])
+    assert levels.env.kwargs["invent_column_levels"] == 1.0
+    assert corpus_env_kwargs(levels) == {"tier": 1, "invent_names": 1.0}
 
 
 def test_real_tokenizer_names_leave_every_made_up_name_out_of_the_corpus():

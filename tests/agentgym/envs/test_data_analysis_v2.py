@@ -273,6 +273,49 @@ def test_invent_values_makes_up_train_levels_and_is_in_the_fingerprint():
     _assert_refused_out_of_range_or_without_invent_names("invent_values")
 
 
+def test_invent_column_levels_names_train_levels_after_their_column_and_is_in_the_fingerprint():
+    """``invent_column_levels`` names an invented train table's category levels after
+    their made-up column (``<column>_1``, as wine's ``cultivar_1``), so a policy must tell
+    the level from the column the question quotes before it (the tiny model wrote
+    ``value = 'cultivar'``); the oracle still solves them, a task id replays, the
+    fingerprint says so, validation and test never change, and it needs ``invent_values``."""
+    import re
+
+    kw = {"split": "train", "tier": 1, "template": "v2_count_level", "invent_names": 1.0, "invent_values": 1.0,
+          "invent_column_levels": 1.0}
+    env = gym.make(ENV_ID, **kw).unwrapped
+    plain = gym.make(ENV_ID, split="train", tier=1, invent_names=1.0, invent_values=1.0).unwrapped
+    try:
+        pairs = []
+        for seed in range(12):
+            _, info = env.reset(seed=seed)
+            pair = re.search(r"have '([^']*)' equal to '([^']*)'\?", env.task.question.text)
+            if pair:
+                pairs.append(pair.groups())
+        named = [(c, v) for c, v in pairs if re.fullmatch(re.escape(c) + r"_\d+", v)]
+        assert len(named) >= 4, pairs
+        text = env.task.question.text
+        env.reset(options={"task_id": info["task_id"]})
+        assert env.task.question.text == text
+        assert env.fingerprint.fields["invent_column_levels"] == 1.0
+        assert "invent_column_levels" not in plain.fingerprint.fields
+    finally:
+        env.close()
+        plain.close()
+    for split in ("validation", "test"):
+        _assert_questions_unchanged({"invent_names": 1.0, "invent_values": 1.0, "invent_column_levels": 1.0}, split,
+                                    absent="invent_column_levels")
+    report = run_episodes(ENV_ID, oracle_policy, episodes=12, concurrency=3, seed=7,
+                          env_kwargs={"split": "train", "tier": 1, "invent_names": 1.0, "invent_values": 1.0,
+                                      "invent_column_levels": 1.0})
+    _assert_oracle_solves(report)
+    for bad, match in (({"invent_names": 1.0, "invent_column_levels": 0.5}, "invent_values"),
+                       ({"invent_names": 1.0, "invent_values": 1.0, "invent_column_levels": 1.5}, "invent_column_levels"),
+                       ({"invent_names": 1.0, "invent_values": 1.0, "invent_column_levels": True}, "invent_column_levels")):
+        with pytest.raises(ConfigError, match=match):
+            DataAnalysisV2Env(**bad)
+
+
 @pytest.mark.parametrize("max_turns", [1, 2])
 def test_an_unanswered_episode_still_says_which_template_and_tier_it_was(max_turns):
     """Per-template success rates are computed from the episode-end info: a truncated

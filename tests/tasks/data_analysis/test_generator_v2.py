@@ -74,8 +74,9 @@ def test_the_memoriser_memorises_and_fails_on_test():
     assert report["success"] <= 0.10
 
 
+@pytest.mark.parametrize("levels", [0.0, 1.0], ids=["levels", "column-levels"])
 @pytest.mark.parametrize("template", TEMPLATES_V2, ids=lambda t: t.id)
-def test_made_up_values_reach_the_question_and_the_data_alike(template):
+def test_made_up_values_reach_the_question_and_the_data_alike(template, levels):
     """With ``value_probability`` a level the question quotes (``{v_text}``) is the made-up
     one, and it is in the variant's data; no real value that was made up stays in the
     question's parameters; a question over several tables keeps its values (their
@@ -85,7 +86,8 @@ def test_made_up_values_reach_the_question_and_the_data_alike(template):
     from tasks.data_analysis.generator import render_drawn
     from tasks.data_analysis.generator_v2 import V2_GENERATOR
 
-    config = dataclasses.replace(V2_GENERATOR.variant, invent_probability=1.0, value_probability=1.0)
+    config = dataclasses.replace(V2_GENERATOR.variant, invent_probability=1.0, value_probability=1.0,
+                                 level_prefix_probability=levels)
     rng = np.random.default_rng(11)
     checked = 0
     for _ in range(6):
@@ -108,17 +110,19 @@ def test_made_up_values_reach_the_question_and_the_data_alike(template):
         assert checked, template.id
 
 
+@pytest.mark.parametrize("levels", [0.0, 1.0], ids=["levels", "column-levels"])
 @pytest.mark.parametrize("template", [t for t in TEMPLATES_V2 if _home_split(t.id) == "train"], ids=lambda t: t.id)
-def test_every_train_template_still_draws_with_made_up_names_and_values(template, tmp_path, monkeypatch):
-    """Made-up values must not leave a training template without questions (a level the
-    question names but the data lacks would fail the reference or the ambiguity filter
-    every time), and the truth is the reference's on the made-up files."""
+def test_every_train_template_still_draws_with_made_up_names_and_values(template, levels, tmp_path, monkeypatch):
+    """Made-up values, and levels named after their column, must not leave a training
+    template without questions (a level the question names but the data lacks would fail
+    the reference or the ambiguity filter every time), and the truth is the reference's on
+    the made-up files."""
     import dataclasses
 
     from tasks.data_analysis.generator_v2 import V2_GENERATOR
 
     config = dataclasses.replace(V2_GENERATOR, variant=dataclasses.replace(
-        V2_GENERATOR.variant, invent_probability=1.0, value_probability=1.0))
+        V2_GENERATOR.variant, invent_probability=1.0, value_probability=1.0, level_prefix_probability=levels))
     q = generate_question_v2(np.random.default_rng(5), split="train", template_id=template.id, config=config)
     for name, data in q.files.items():
         (tmp_path / name).write_bytes(data)

@@ -267,3 +267,41 @@ def test_made_up_values_are_never_spellings_pandas_reads_as_something_else():
     assert values and not {v.lower() for v in values.values()} & {"nan", "true", "none"}
     frame = pd.read_csv(__import__("io").StringIO("x\n" + "\n".join(values.values())))
     assert frame["x"].notna().all() and set(frame["x"]) == set(values.values())
+
+
+@pytest.mark.parametrize("name", ["penguins", "tips", "diabetes", "mpg"])
+def test_level_prefix_probability_names_each_category_level_after_its_column(name):
+    """``level_prefix_probability``: when a variant's values are made up, a category
+    column's text levels become its own (made-up) name and a number, as wine's
+    ``cultivar_1`` and diabetes's ``sex_1`` are, so a policy trained on them must tell a
+    level from the column it begins with. Everything else is the made-up-values variant's:
+    the same rows, renames, stem, and entity names. At 0 it draws exactly that variant."""
+    spec = TABLES[name]
+    categories = [c for c in load_table(name).columns if c in spec.category]
+    for seed in range(4):
+        made = variant(name, seed, config=VariantConfig(invent_probability=1.0, value_probability=1.0))
+        zero = variant(name, seed, config=VariantConfig(invent_probability=1.0, value_probability=1.0,
+                                                        level_prefix_probability=0.0))
+        assert (zero.data, zero.values) == (made.data, made.values)
+        pre = variant(name, seed, config=VariantConfig(invent_probability=1.0, value_probability=1.0,
+                                                       level_prefix_probability=1.0))
+        assert (pre.file, pre.renames, pre.rows) == (made.file, made.renames, made.rows)
+        a, b = made.frame(), pre.frame()
+        assert len(set(pre.values.values())) == len(pre.values)  # still injective
+        assert set(pre.values) == set(made.values)
+        prefixed = 0
+        for c in categories:
+            levels = sorted(v for v in set(load_table(name)[c]) if isinstance(v, str) and v in pre.values)
+            own = {pre.values[v] for v in levels}
+            column = pre.col(c)
+            if levels and not any(v in set(load_table(name)[o]) for o in load_table(name).columns if o != c
+                                  for v in levels):
+                assert own == {f"{column}_{k}" for k in range(1, len(levels) + 1)}, (name, c, own)
+                prefixed += 1
+            assert b[column].isna().sum() == a[column].isna().sum()
+        if name in {"penguins", "tips", "diabetes"}:
+            assert prefixed, name  # every one of these has a text category of its own
+        for c in (x for x in a.columns if x not in {pre.col(k) for k in categories}):
+            pd.testing.assert_series_equal(b[c], a[c])  # numbers and entity names: as before
+    with pytest.raises(ValueError, match="level_prefix_probability"):
+        VariantConfig(level_prefix_probability=1.5)
