@@ -39,6 +39,23 @@ def _assert_questions_unchanged(kwargs, split, absent=None):
         augmented.close()
 
 
+def _matches_and_replay(env, pattern):
+    """``pattern``'s groups in the questions of seeds 0-11 (where it matches), after
+    checking that the last question's task id draws that question again."""
+    import re
+
+    found, info = [], {}
+    for seed in range(12):
+        _, info = env.reset(seed=seed)
+        match = re.search(pattern, env.task.question.text)
+        if match:
+            found.append(match.groups())
+    text = env.task.question.text
+    env.reset(options={"task_id": info["task_id"]})
+    assert env.task.question.text == text
+    return found
+
+
 def _assert_refused_out_of_range_or_without_invent_names(name):
     """An ``invent_*`` option that needs ``invent_names`` is refused without it, above 1
     and as a bool, each a ``ConfigError`` naming the key at fault."""
@@ -241,8 +258,6 @@ def test_invent_values_makes_up_train_levels_and_is_in_the_fingerprint():
     tiny model wrote ``== 1957``, a train table's year, for ``'cultivar_1'``); the oracle
     still solves them, a task id replays, the fingerprint says so, test questions never
     change, and it needs ``invent_names``."""
-    import re
-
     from tasks.data_analysis.tables import TABLES, load_table
 
     kw = {"split": "train", "tier": 1, "template": "v2_count_level", "invent_names": 1.0, "invent_values": 1.0}
@@ -251,16 +266,8 @@ def test_invent_values_makes_up_train_levels_and_is_in_the_fingerprint():
     real = {v for spec in TABLES.values() for c in (*spec.category, spec.entity) if c
             for v in load_table(spec.name)[c] if isinstance(v, str)}
     try:
-        quoted = []
-        for seed in range(12):
-            _, info = env.reset(seed=seed)
-            level = re.search(r"equal to '([^']*)'\?", env.task.question.text)
-            if level:
-                quoted.append(level.group(1))
+        quoted = [level for (level,) in _matches_and_replay(env, r"equal to '([^']*)'\?")]
         assert len(quoted) >= 4 and not set(quoted) & real, quoted
-        text = env.task.question.text
-        env.reset(options={"task_id": info["task_id"]})
-        assert env.task.question.text == text
         assert env.fingerprint.fields["invent_values"] == 1.0 and "invent_values" not in plain.fingerprint.fields
     finally:
         env.close()
@@ -286,17 +293,9 @@ def test_invent_column_levels_names_train_levels_after_their_column_and_is_in_th
     env = gym.make(ENV_ID, **kw).unwrapped
     plain = gym.make(ENV_ID, split="train", tier=1, invent_names=1.0, invent_values=1.0).unwrapped
     try:
-        pairs = []
-        for seed in range(12):
-            _, info = env.reset(seed=seed)
-            pair = re.search(r"have '([^']*)' equal to '([^']*)'\?", env.task.question.text)
-            if pair:
-                pairs.append(pair.groups())
+        pairs = _matches_and_replay(env, r"have '([^']*)' equal to '([^']*)'\?")
         named = [(c, v) for c, v in pairs if re.fullmatch(re.escape(c) + r"_\d+", v)]
         assert len(named) >= 4, pairs
-        text = env.task.question.text
-        env.reset(options={"task_id": info["task_id"]})
-        assert env.task.question.text == text
         assert env.fingerprint.fields["invent_column_levels"] == 1.0
         assert "invent_column_levels" not in plain.fingerprint.fields
     finally:
