@@ -96,7 +96,8 @@ class TinySpecConfig(_Section):
 class ModelConfig(_Section):
     section: ClassVar[str] = "model."
     path: StrictStr | None = None
-    """A local HF model directory; empty builds the tiny model into ``tiny_dir``."""
+    """A local HF model directory; empty builds the tiny model under ``tiny_dir``, in a
+    directory of its own named by the digest of its spec (seed included) and corpus."""
     tiny_dir: StrictStr = ".cache/agentgym-tiny-model"
     tiny: TinySpecConfig = Field(default_factory=TinySpecConfig)
     dtype: Literal["float32", "bfloat16"] = "float32"

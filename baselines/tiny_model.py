@@ -110,23 +110,47 @@ def build_tokenizer(corpus: Iterable[str], vocab_size: int = 1024, isolate_words
 
 
 def build_tiny_model(out_dir: str | Path, corpus: Iterable[str] | None = None, spec: TinyModelSpec = TinyModelSpec()) -> Path:
-    """Build (or reuse) a tiny model directory loadable with ``from_pretrained(out_dir)``.
+    """Build (or reuse) a tiny model; returns the directory to load with
+    ``from_pretrained``: ``out_dir/<digest>``, one per spec (seed included) and corpus.
 
-    The directory is reused when it holds a model built from the same spec and corpus
-    fingerprint, so the demo and the tests pay for tokenizer training once.
+    A build is reused when one of the same spec and corpus exists, so the demo and the
+    tests pay for tokenizer training once. Each build has its own directory because a
+    seed sweep shares one ``out_dir``: rebuilt in place, a second seed's model would
+    overwrite the first's under a run still loading it. A build is written to a hidden
+    temporary directory and published by one ``rename``, so a build cut off half way is
+    never loaded, and of several processes building the same one at once, the first to
+    publish wins and the others use its directory.
     """
     import hashlib
+    import os
+    import shutil
+    import tempfile
 
+    texts = list(corpus) if corpus is not None else default_corpus()
+    digest = hashlib.sha256(json.dumps([asdict(spec), texts]).encode()).hexdigest()[:16]
+    final = Path(out_dir) / digest
+    if (final / "agentgym_tiny.json").exists():
+        return final
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    out = Path(tempfile.mkdtemp(prefix=f".{digest}-", dir=out_dir))
+    out.chmod(0o755)  # (mkdtemp's 0700 would hide the model from other users of a shared cache)
+    try:
+        _build_into(out, texts, spec, digest)
+        try:
+            os.rename(out, final)
+        except OSError:  # another process published this build first: use theirs
+            if not (final / "agentgym_tiny.json").exists():
+                raise
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return final
+
+
+def _build_into(out: Path, texts: list[str], spec: TinyModelSpec, digest: str) -> None:
+    """Train the tokenizer, initialise the model and save both (and the marker, last) in ``out``."""
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
-    out = Path(out_dir)
-    texts = list(corpus) if corpus is not None else default_corpus()
-    digest = hashlib.sha256(json.dumps([asdict(spec), texts]).encode()).hexdigest()[:16]
-    marker = out / "agentgym_tiny.json"
-    if marker.exists() and json.loads(marker.read_text()).get("digest") == digest:
-        return out
-    out.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer(texts, spec.vocab_size, spec.isolate_words)
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
     config = Qwen2Config(
@@ -147,5 +171,4 @@ def build_tiny_model(out_dir: str | Path, corpus: Iterable[str] | None = None, s
     model.generation_config = GenerationConfig(eos_token_id=eos, pad_token_id=tokenizer.pad_token_id)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    marker.write_text(json.dumps({"digest": digest, "spec": asdict(spec)}))
-    return out
+    (out / "agentgym_tiny.json").write_text(json.dumps({"digest": digest, "spec": asdict(spec)}))

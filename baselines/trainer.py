@@ -36,7 +36,8 @@ from baselines.async_rollout import AsyncRollout, AsyncRolloutConfig
 from baselines.chat_tokens import ChatTokenizer
 from baselines.checkpoint import load_checkpoint, save_checkpoint
 from baselines.config import TrainConfig, config_to_dict
-from baselines.distributed import DistInfo, all_reduce_sum, full_state_dict, init_distributed, shard_like, unwrap_model, wrap_model
+from baselines.distributed import (DistInfo, all_gather_lists, all_reduce_sum, full_state_dict, init_distributed, shard_like,
+                                   unwrap_model, wrap_model)
 from baselines.engines.base import RolloutEngine, SamplingConfig
 from baselines.engines.hf_async import BatchingEngine
 from baselines.errors import ConfigError
@@ -142,13 +143,13 @@ def resolve_model_path(config: TrainConfig, info: DistInfo) -> str:
         return config.model.path
     from baselines.tiny_model import TinyModelSpec, build_tiny_model
 
-    out = Path(config.model.tiny_dir)
+    path = ""
     if info.is_main:
-        build_tiny_model(out, env_corpus(config.env.id, corpus_env_kwargs(config)),
-                         TinyModelSpec(**config.model.tiny.model_dump(), seed=config.seed))
-    if info.enabled:
-        torch.distributed.barrier()
-    return str(out)
+        path = str(build_tiny_model(config.model.tiny_dir, env_corpus(config.env.id, corpus_env_kwargs(config)),
+                                    TinyModelSpec(**config.model.tiny.model_dump(), seed=config.seed)))
+    if info.enabled:  # (a collective: the other ranks wait for the build, then load the same directory)
+        path = all_gather_lists([path], info)[0]
+    return path
 
 
 def build_engine(config: TrainConfig, path: str, tokenizer: Any, info: DistInfo, asynchronous: bool = False) -> RolloutEngine:

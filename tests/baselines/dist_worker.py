@@ -117,6 +117,23 @@ def replay_case(strategy: str, out: str) -> None:
         torch.distributed.destroy_process_group()
 
 
+def tiny_model_case(strategy: str, out: str) -> None:
+    from baselines.config import load_config
+    from baselines.distributed import init_distributed
+    from baselines.trainer import resolve_model_path
+
+    info = init_distributed(strategy, device="cpu", backend="gloo")
+    config = load_config(None, [f"model.tiny_dir={out}.tiny", "env.kwargs={difficulty: 1}",
+                                "model.tiny={hidden_size: 16, intermediate_size: 32, num_hidden_layers: 1, "
+                                "num_attention_heads: 2, num_key_value_heads: 1}"])
+    path = resolve_model_path(config, info)
+    with open(f"{out}.rank{info.rank}", "w") as f:
+        f.write(path)
+    if info.world_size > 1:
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+
+
 def main(strategy: str, out: str, case: str = "unequal") -> None:
     from baselines.config import AlgoConfig
     from baselines.distributed import full_state_dict, init_distributed, shard_like, unwrap_model, wrap_model
@@ -164,6 +181,8 @@ if __name__ == "__main__":
         rng_case(sys.argv[2])
     elif sys.argv[3:] == ["replay"]:
         replay_case(*sys.argv[1:3])
+    elif sys.argv[3:] == ["tiny_model"]:
+        tiny_model_case(*sys.argv[1:3])
     else:
         main(*sys.argv[1:4])
     # The result is saved and the process group destroyed; skip interpreter teardown, where

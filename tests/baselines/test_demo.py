@@ -49,10 +49,11 @@ def test_the_tiny_model_and_its_tokenizer_are_built_the_same_every_time(tmp_path
               "TinyModelSpec(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1))")
     for name, seed in (("a", "1"), ("b", "2")):
         _fresh_process(["-c", script, str(tmp_path / name)], seed)
-    assert (tmp_path / "a" / "tokenizer.json").read_bytes() == (tmp_path / "b" / "tokenizer.json").read_bytes()
+    (a,), (b,) = ((tmp_path / name).iterdir() for name in "ab")  # each holds one build, named by its digest
+    assert a.name == b.name and (a / "tokenizer.json").read_bytes() == (b / "tokenizer.json").read_bytes()
     from safetensors.torch import load_file
 
-    _assert_same_tensors(load_file(tmp_path / "a" / "model.safetensors"), load_file(tmp_path / "b" / "model.safetensors"))
+    _assert_same_tensors(load_file(a / "model.safetensors"), load_file(b / "model.safetensors"))
 
 
 def _run_demo(root: Path, name: str, hash_seed: str, model_dir: Path) -> tuple[list[dict], dict]:

@@ -36,7 +36,7 @@ def _run(strategy: str, world: int, out: Path, case: str = "unequal") -> dict:
     for p in procs:
         output, _ = p.communicate(timeout=240)
         assert p.returncode == 0, output[-3000:]
-    return torch.load(out, weights_only=False) if case not in ("rng", "replay") else {}
+    return torch.load(out, weights_only=False) if case not in ("rng", "replay", "tiny_model") else {}
 
 
 @pytest.fixture(scope="module")
@@ -119,3 +119,12 @@ def test_task_replay_over_two_ranks_equals_one_process(tmp_path):
     assert one["metrics"]["rollout/informative_tasks_frac"] == 4 / 6
     for rank in (0, 1):
         assert torch.load(tmp_path / f"two.rank{rank}", weights_only=False) == one
+
+
+def test_every_rank_loads_the_tiny_model_the_main_process_built(tmp_path):
+    """Only rank 0 builds; the build's directory is named by its digest, so the other
+    ranks must be told where it is, and they wait for it to exist."""
+    _run("ddp", 2, tmp_path / "tiny", "tiny_model")
+    paths = [Path(f"{tmp_path / 'tiny'}.rank{rank}").read_text() for rank in (0, 1)]
+    assert paths[0] == paths[1] and Path(paths[0]).parent == tmp_path / "tiny.tiny"
+    assert (Path(paths[0]) / "agentgym_tiny.json").exists() and (Path(paths[0]) / "model.safetensors").exists()

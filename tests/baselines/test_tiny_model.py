@@ -3,6 +3,8 @@ tokenised the same wherever it stands, so a small model can copy it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from transformers import AutoTokenizer
 
@@ -55,6 +57,56 @@ def test_without_isolation_a_word_after_a_space_starts_with_another_token(tmp_pa
 
 def test_the_option_is_part_of_the_cached_build(tmp_path):
     a = build_tiny_model(tmp_path / "m", CORPUS, TinyModelSpec(**SPEC, isolate_words=False))
-    before = (a / "tokenizer.json").read_text()
-    build_tiny_model(tmp_path / "m", CORPUS, TinyModelSpec(**SPEC, isolate_words=True))
-    assert (a / "tokenizer.json").read_text() != before
+    b = build_tiny_model(tmp_path / "m", CORPUS, TinyModelSpec(**SPEC, isolate_words=True))
+    assert a != b and (a / "tokenizer.json").read_text() != (b / "tokenizer.json").read_text()
+
+
+def _files(directory):
+    return {p.name: p.read_bytes() for p in directory.iterdir()}
+
+
+def test_two_seeds_share_a_directory_without_rebuilding_each_other(tmp_path):
+    """A seed sweep runs ``agentgym train`` several times with one ``model.tiny_dir``.
+    Each build is its own directory: a second seed must not rewrite the first's weights
+    (under a run still loading them), and the first seed's build is reused as it was."""
+    first = build_tiny_model(tmp_path / "m", CORPUS, TinyModelSpec(**SPEC, seed=0))
+    before = _files(first)
+    second = build_tiny_model(tmp_path / "m", CORPUS, TinyModelSpec(**SPEC, seed=1))
+    assert second != first and _files(first) == before
+    assert (second / "model.safetensors").read_bytes() != before["model.safetensors"]
+    again = build_tiny_model(tmp_path / "m", CORPUS, TinyModelSpec(**SPEC, seed=0))
+    assert again == first and _files(again) == before
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == sorted([first.name, second.name])
+
+
+def test_a_build_cut_off_leaves_nothing_to_load(tmp_path, monkeypatch):
+    """A build that dies half way (killed, disk full) is never published: the next one
+    starts over instead of loading a model without weights."""
+    from transformers import PreTrainedTokenizerFast
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(PreTrainedTokenizerFast, "save_pretrained", disk_full)  # after the weights are written
+        with pytest.raises(OSError, match="No space"):
+            build_tiny_model(tmp_path / "m", CORPUS, TinyModelSpec(**SPEC))
+    assert list((tmp_path / "m").iterdir()) == []
+    out = build_tiny_model(tmp_path / "m", CORPUS, TinyModelSpec(**SPEC))
+    assert AutoTokenizer.from_pretrained(out)("tips.csv")["input_ids"]
+
+
+def _build_in_a_process(out_dir):
+    return str(build_tiny_model(out_dir, CORPUS, TinyModelSpec(**SPEC)))
+
+
+def test_concurrent_builds_of_one_spec_publish_one_directory(tmp_path):
+    """Runs started together (ranks, a sweep) may all find no build and all build; one
+    publishes and the others use it, without an error and without a half-written file."""
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(3) as pool:
+        paths = pool.map(_build_in_a_process, [tmp_path / "m"] * 3)
+    assert len(set(paths)) == 1
+    assert [p.name for p in (tmp_path / "m").iterdir()] == [Path(paths[0]).name]
+    assert AutoTokenizer.from_pretrained(paths[0])("tips.csv")["input_ids"]
