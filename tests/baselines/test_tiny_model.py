@@ -96,17 +96,26 @@ def test_a_build_cut_off_leaves_nothing_to_load(tmp_path, monkeypatch):
     assert AutoTokenizer.from_pretrained(out)("tips.csv")["input_ids"]
 
 
-def _build_in_a_process(out_dir):
-    return str(build_tiny_model(out_dir, CORPUS, TinyModelSpec(**SPEC)))
+_BUILD = ("import json, sys; from baselines.tiny_model import TinyModelSpec, build_tiny_model; "
+          "corpus, spec = json.load(open(sys.argv[2])); print(build_tiny_model(sys.argv[1], corpus, TinyModelSpec(**spec)))")
 
 
 def test_concurrent_builds_of_one_spec_publish_one_directory(tmp_path):
     """Runs started together (ranks, a sweep) may all find no build and all build; one
     publishes and the others use it, without an error and without a half-written file."""
-    import multiprocessing
+    import json
+    import os
+    import subprocess
+    import sys
 
-    with multiprocessing.get_context("spawn").Pool(3) as pool:
-        paths = pool.map(_build_in_a_process, [tmp_path / "m"] * 3)
-    assert len(set(paths)) == 1
-    assert [p.name for p in (tmp_path / "m").iterdir()] == [Path(paths[0]).name]
-    assert AutoTokenizer.from_pretrained(paths[0])("tips.csv")["input_ids"]
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "args.json").write_text(json.dumps([CORPUS, SPEC]))
+    procs = [subprocess.Popen([sys.executable, "-c", _BUILD, str(tmp_path / "m"), str(tmp_path / "args.json")], cwd=root,
+                              env={**os.environ, "PYTHONPATH": str(root)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(3)]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], [err[-2000:] for _, err in outputs]
+    paths = {out.strip().splitlines()[-1] for out, _ in outputs}
+    assert len(paths) == 1
+    assert [p.name for p in (tmp_path / "m").iterdir()] == [Path(*paths).name]
+    assert AutoTokenizer.from_pretrained(*paths)("tips.csv")["input_ids"]
