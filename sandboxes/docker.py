@@ -20,7 +20,7 @@ import threading
 from typing import Any
 
 from sandboxes.attach import AttachedStream, attach_container
-from sandboxes.engine import connect, default_engine_url
+from sandboxes.engine import connect, default_engine_url, engine_calls, engine_error
 from sandboxes.errors import EngineUnreachableError, SandboxConfigError, SandboxCrashedError, SandboxInfraError
 from sandboxes.image import ImageInfo, build_image, default_image
 from sandboxes.protocol import SandboxConfig, default_env, parse_size
@@ -241,7 +241,7 @@ class DockerSandbox(SupervisedSandbox):
             creating.add_done_callback(_remove_when_started)  # the thread still runs
             raise
         except Exception as e:
-            raise _infra_error(e, f"could not create a container from {image}") from e
+            raise _infra_error(e, f"could not create a container from {image}", self.engine_url) from e
         try:
             self._stream = await attach_container(
                 self.engine_url, self._container.id, limit=wire.MAX_HEADER_BYTES
@@ -252,7 +252,7 @@ class DockerSandbox(SupervisedSandbox):
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            raise _infra_error(e, f"could not start a container from {image}") from e
+            raise _infra_error(e, f"could not start a container from {image}", self.engine_url) from e
         return self._stream
 
     def _alive(self) -> bool:
@@ -291,7 +291,8 @@ class DockerSandbox(SupervisedSandbox):
 
 def check_runtime(client: Any, runtime: str, engine_url: str) -> None:
     """Raise :class:`SandboxConfigError` unless the engine offers the OCI ``runtime``."""
-    available = sorted((client.info().get("Runtimes") or {}).keys())
+    with engine_calls(engine_url, "asking the engine for its runtimes"):
+        available = sorted((client.info().get("Runtimes") or {}).keys())
     if runtime not in available:
         raise SandboxConfigError(
             f"Expected an OCI runtime the engine at {engine_url} offers ({', '.join(available)}), "
@@ -312,11 +313,11 @@ def _remove_when_started(future: "asyncio.Future[Any]") -> None:
         threading.Thread(target=_remove_quietly, args=(future.result(),), daemon=True).start()
 
 
-def _infra_error(e: Exception, what: str) -> SandboxInfraError:
-    text = str(e)
-    if "Connection" in type(e).__name__ or "connection" in text.lower():
-        return EngineUnreachableError(f"{what}: the engine stopped answering ({text})")
-    return SandboxCrashedError(f"{what}: {text}")
+def _infra_error(e: Exception, what: str, url: str) -> SandboxInfraError:
+    """The engine's own trouble (it stopped or stalled) as such; anything else in
+    starting a container (it exited at once, the engine refused it) as a crash."""
+    error = engine_error(e, url, what)
+    return error if isinstance(error, EngineUnreachableError) else SandboxCrashedError(f"{what}: {e}")
 
 
 class _Engine:
@@ -326,7 +327,8 @@ class _Engine:
         self.url = url
         self.client = connect(url)
         if capacity is None:
-            total = int(self.client.info().get("MemTotal") or 0)
+            with engine_calls(url, "asking the engine for its memory"):
+                total = int(self.client.info().get("MemTotal") or 0)
             capacity = max(1, total // per_sandbox_bytes) if total else 64
         self.capacity = capacity
         self.live = 0
@@ -380,11 +382,12 @@ class DockerBackend:
         for url in self.engine_urls:  # two URLs may name the same engine; that is fine
             engines.append(await asyncio.to_thread(_Engine, url, self._capacity, self._per_sandbox))
         if self._image_tag is None:
-            if self._build:
-                urls = list(dict.fromkeys(self.engine_urls))
-                self.image_info = await asyncio.to_thread(build_image, engine_urls=urls)
-            else:
-                self.image_info = await asyncio.to_thread(default_image, build=False)
+            with engine_calls(self.engine_urls[0], "finding the sandbox image"):
+                if self._build:
+                    urls = list(dict.fromkeys(self.engine_urls))
+                    self.image_info = await asyncio.to_thread(build_image, engine_urls=urls)
+                else:
+                    self.image_info = await asyncio.to_thread(default_image, build=False, engine_url=self.engine_urls[0])
             self._image_tag = self.image_info.tag
         for engine in engines:
             register_engine(engine.url)

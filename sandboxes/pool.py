@@ -35,6 +35,7 @@ from sandboxes.errors import (
     EngineUnreachableError,
     SandboxClosedError,
     SandboxConfigError,
+    SandboxError,
     SandboxInfraError,
 )
 from sandboxes.protocol import BackendName, ExecResult, Sandbox, SandboxConfig
@@ -89,8 +90,16 @@ class PoolConfig:
     """Replay an episode's uploads and successful cells onto a replacement sandbox."""
     reap_on_start: bool = True
     """Remove orphaned sandboxes of dead processes when the pool starts."""
+    close_timeout_s: float = 30.0
+    """How long :meth:`SandboxPool.close` waits for its sandboxes to close. An engine
+    that stalls on removals (Docker 20.10 under many at once) would otherwise hold the
+    close, and the run's summary behind it, one client timeout per container. What is
+    left is reported; its owner label lets ``agentgym reap`` (or the next pool's start,
+    once this process has exited) remove it."""
 
     def __post_init__(self) -> None:
+        if not self.close_timeout_s > 0:
+            raise SandboxConfigError(f"Expected close_timeout_s > 0, actual value: {self.close_timeout_s}")
         if self.size < 0 or self.max_parallel_creations < 1 or self.max_episodes < 1:
             raise SandboxConfigError(
                 "Expected size >= 0, max_parallel_creations >= 1 and max_episodes >= 1, "
@@ -109,6 +118,8 @@ class PoolStats:
     recycled: int = 0
     replaced: int = 0
     replays_failed: int = 0
+    close_left: int = 0
+    """Sandboxes that had not closed when :meth:`SandboxPool.close` stopped waiting."""
 
 
 class SandboxPool:
@@ -154,7 +165,12 @@ class SandboxPool:
             if not self._started:
                 self._loop = asyncio.get_running_loop()
                 if self.config.reap_on_start:
-                    removed = await self.backend.remove_orphans()
+                    try:
+                        removed = await self.backend.remove_orphans()
+                    except SandboxError:
+                        raise
+                    except Exception as e:  # a backend's own failure is infrastructure, like create's
+                        raise SandboxInfraError(f"could not remove orphaned sandboxes: {e}") from e
                     if removed:
                         log.info("removed %d orphaned sandboxes of dead processes", removed)
                 self._started = True
@@ -198,7 +214,18 @@ class SandboxPool:
         while not self._ready.empty():
             self._ready.get_nowait()
         owned, self._owned = list(self._owned), set()
-        await asyncio.gather(*(self._close_one(sb) for sb in owned), return_exceptions=True)
+        closing = [asyncio.ensure_future(self._close_one(sb)) for sb in owned]
+        if closing:
+            _, late = await asyncio.wait(closing, timeout=self.config.close_timeout_s)
+            if late:
+                for task in late:
+                    task.cancel()
+                await asyncio.wait(late)
+                self.stats.close_left += len(late)
+                log.warning(
+                    "%d of %d sandboxes did not close within %gs (the engine is slow or stalled); "
+                    "they are left to `agentgym reap`, or to the next pool's start after this process exits",
+                    len(late), len(owned), self.config.close_timeout_s)
         await self.backend.close()
 
     def abandon(self) -> int:

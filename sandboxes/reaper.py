@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from sandboxes.errors import EngineUnreachableError, SandboxConfigError
-from sandboxes.engine import connect, default_engine_url
+from sandboxes.engine import connect, default_engine_url, engine_calls
 
 __all__ = [
     "OWNER_LABEL",
@@ -206,7 +206,8 @@ def reap_orphans(
         try:
             # ignore_removed: containers that auto-remove between the listing and their
             # inspection (common right after a pool closed many) are gone, not an error.
-            containers = client.containers.list(all=True, filters={"label": OWNER_LABEL}, ignore_removed=True)
+            with engine_calls(url, "listing sandbox containers"):
+                containers = client.containers.list(all=True, filters={"label": OWNER_LABEL}, ignore_removed=True)
             doomed = []
             for c in containers:
                 alive = owner_alive(c.labels.get(OWNER_LABEL, ""))

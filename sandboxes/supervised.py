@@ -78,7 +78,8 @@ class SupervisedSandbox(Sandbox):
 
     @abc.abstractmethod
     def _alive(self) -> bool:
-        """Best-effort, cheap liveness check used while waiting for the socket."""
+        """Best-effort liveness check after a request failed. It may block (a container
+        asks its engine), so it is called from a worker thread, never on the loop."""
 
     @abc.abstractmethod
     async def _terminate(self) -> None:
@@ -138,7 +139,9 @@ class SupervisedSandbox(Sandbox):
             return await self._client.request(op, fields, payload, deadline_s=deadline_s)
         except SandboxInfraError as e:
             self.mark_anomaly(f"{op}: {e}")
-            alive = self._alive()
+            # Off the loop: for a container this asks the engine, and a stalled engine
+            # would hold every other sandbox's episode for the client timeout.
+            alive = await asyncio.to_thread(self._alive)
             await self._terminate()  # hung or half-dead: kill it from outside
             if not alive:
                 raise SandboxCrashedError(f"sandbox {self.id} died during {op}: {e}") from e

@@ -10,10 +10,6 @@ the suite's shared pools with them.
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
-import tempfile
-import threading
 import time
 
 import pytest
@@ -28,6 +24,7 @@ from sandboxes import PoolConfig, SandboxPool
 from sandboxes.docker import DockerBackend
 from sandboxes.errors import SandboxError
 from tests.sandboxes.conftest import TEST_CONFIG, require_engine
+from tests.sandboxes.engine_relay import EngineRelay
 
 pytestmark = pytest.mark.docker
 
@@ -35,59 +32,6 @@ ENGINE_LOSS_BOUND_S = 10.0
 """docs/reliability.md: a tool call whose engine stops answering ends as infra_error
 within this many seconds (three fast failures and two waits of at most 0.1 s, with room
 for a loaded 2-core machine)."""
-
-
-class EngineRelay:
-    """A Unix-socket relay in front of the engine's socket, in its own thread; ``cut()``
-    resets every connection and stops accepting, as a stopped engine does."""
-
-    def __init__(self, engine_path: str) -> None:
-        self.engine_path = engine_path
-        self.dir = tempfile.mkdtemp(prefix="agentgym-relay-")
-        self.path = os.path.join(self.dir, "docker.sock")
-        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._listener.bind(self.path)
-        self._listener.listen(64)
-        self._conns: list[socket.socket] = []
-        self._lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"unix://{self.path}"
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            upstream.connect(self.engine_path)
-            with self._lock:
-                self._conns += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-            dst.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
-
-    def cut(self) -> None:
-        os.unlink(self.path)  # new connections are refused ...
-        self._listener.close()
-        with self._lock:  # ... and open ones, the sandbox's own included, reset
-            for conn in self._conns:
-                try:  # shutdown, not just close: it wakes the relay's blocked reads
-                    conn.shutdown(socket.SHUT_RDWR)
-                    conn.close()
-                except OSError:
-                    pass
 
 
 def _python_tool(lease) -> Tool:

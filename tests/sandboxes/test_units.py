@@ -258,3 +258,16 @@ def test_memory_headroom_counts_page_cache_as_free_and_tmpfs_as_used(tmp_path, m
     assert supervisor._memory_headroom() is None  # no limit: nothing is ever "full"
     monkeypatch.setattr(supervisor, "OOM_FILES", [str(tmp_path / "missing" / oom_name)])
     assert supervisor._memory_headroom() is None
+
+
+def test_the_engine_timeout_comes_from_the_environment(monkeypatch):
+    from sandboxes.engine import ENGINE_TIMEOUT_ENV, engine_timeout
+
+    monkeypatch.setenv(ENGINE_TIMEOUT_ENV, "7.5")
+    assert engine_timeout() == 7.5
+    for bad in ("soon", "0", "-3", "nan"):
+        monkeypatch.setenv(ENGINE_TIMEOUT_ENV, bad)
+        with pytest.raises(ValueError, match=ENGINE_TIMEOUT_ENV):
+            engine_timeout()
+    monkeypatch.delenv(ENGINE_TIMEOUT_ENV)
+    assert engine_timeout() == 60.0
