@@ -70,11 +70,13 @@ def train_command(config: str, overrides: list[str]) -> int:
         return 2
     try:
         summary = trainer.train()
+        # The summary before the clean-up: it is the run's result, and closing hundreds of
+        # sandboxes on a slow engine takes a while (bounded by PoolConfig.close_timeout_s).
+        console.print({k: round(v, 4) for k, v in summary.items()})
+        console.print(f"metrics: {cfg.log.run_dir}/metrics.jsonl; curves: agentgym plot {cfg.log.run_dir}; "
+                      f"the trained policy: {cfg.log.run_dir}/model (agentgym eval run ... --model {cfg.log.run_dir}/model)")
     finally:
         trainer.close()
-    console.print({k: round(v, 4) for k, v in summary.items()})
-    console.print(f"metrics: {cfg.log.run_dir}/metrics.jsonl; curves: agentgym plot {cfg.log.run_dir}; "
-                  f"the trained policy: {cfg.log.run_dir}/model (agentgym eval run ... --model {cfg.log.run_dir}/model)")
     return 0
 
 

@@ -24,6 +24,7 @@ import random
 import re
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -318,6 +319,9 @@ class Trainer:
             seeds = range(20_000, 20_000 + sft.check_tasks)  # same tasks on every rank: same decision
             split = sft.check_split or self.config.env.kwargs.get("split", "train")
             success = self._success(split, seeds, self.config.rollout.temperature)
+            if math.isnan(success):  # infrastructure failed every check episode: no evidence either way
+                logger.warning("SFT step %d: no check episode ran (infrastructure failed them all); not counted", done)
+                return False
             logger.info("SFT step %d: sampled success %.3f on %d %s tasks", done, success, sft.check_tasks, split)
             return stop.observe(done, success, policy)
 
@@ -484,15 +488,20 @@ class Trainer:
         }
 
     def _success(self, split: str, seeds: Sequence[int], temperature: float, samples: int = 1) -> float:
-        """Success rate of the engine's current policy on ``seeds`` of ``split`` (one process)."""
-        return self._success_per_task(split, seeds, temperature, samples)[0]
+        """Success rate of the engine's current policy on ``seeds`` of ``split`` (one
+        process), over the episodes infrastructure did not fail (NaN if it failed all)."""
+        return self._success_per_task(split, seeds, temperature, samples).rate
 
     def _success_per_task(self, split: str, seeds: Sequence[int], temperature: float,
-                          samples: int = 1) -> tuple[float, list[float] | None]:
-        """Success rate on ``seeds`` of ``split`` (one process), and each seed's own success
-        (the mean over its samples that infrastructure did not fail; NaN where it failed
-        them all), so two evaluations of the same tasks can be compared task by task.
-        Team envs give the rate only (``None``): a team episode is not one task's.
+                          samples: int = 1) -> "EvalScore":
+        """Wins over the episodes of ``seeds`` of ``split`` that infrastructure did not
+        fail (one process), how many it failed, and each seed's own success (the mean
+        over its samples that ran; NaN where none did), so two evaluations of the same
+        tasks can be compared task by task. Team envs give no per-task success
+        (``None``): a team episode is not one task's.
+
+        An episode that infrastructure failed is left out, never scored 0: an engine
+        that stalled during an evaluation would otherwise show as a policy that forgot.
 
         Tasks run in chunks of at most a rollout batch's episodes (or
         :data:`EVAL_CHUNK_EPISODES`, if more), on envs kept for the
@@ -504,20 +513,22 @@ class Trainer:
         kwargs = {k: v for k, v in self.env_kwargs.items() if k != "split"}
         envs += make_rollout_envs(cfg.env.id, {**kwargs, "split": split}, min(len(seeds), per_chunk) * samples - len(envs))
         limits = self._loop_config(temperature)
-        wins = 0.0
-        per_task: list[float] | None = None if cfg.env.is_team else []
+        score = EvalScore(per_task=None if cfg.env.is_team else [])
         for start in range(0, len(seeds), per_chunk):
             chunk = list(seeds[start:start + per_chunk])
             if cfg.env.is_team:
-                wins += len(chunk) * self._team_success(envs[:len(chunk) * samples], chunk, samples, limits)
+                score.wins += len(chunk) * self._team_success(envs[:len(chunk) * samples], chunk, samples, limits)
+                score.episodes += len(chunk)
                 continue
             loop = AgentLoop(envs, self.engine, self.chat, limits)
             self.engine.wake_up()
             batch = loop.collect(chunk, samples, sampling_seed=cfg.seed + start)
             self.engine.sleep()
-            wins += sum(t.success for t in batch.trajectories) * len(chunk) / max(len(batch.trajectories), 1)
-            per_task += _success_by_group(batch.trajectories, len(chunk))
-        return wins / max(len(seeds), 1), per_task
+            score.wins += sum(t.success for t in batch.trajectories)
+            score.episodes += len(batch.trajectories)
+            score.infra_failed += batch.dropped_infra_failed
+            score.per_task += _success_by_group(batch.trajectories, len(chunk))
+        return score
 
     def _team_success(self, envs: list[Any], seeds: Sequence[int], samples: int, limits: AgentLoopConfig) -> float:
         """Success rate of team episodes (one per seed and sample; not per seat) played by
@@ -542,13 +553,22 @@ class Trainer:
         cfg = self.config
         n = self._local_tasks(num_tasks or cfg.eval_tasks)
         seeds = list(range(self.info.rank * n, (self.info.rank + 1) * n))
-        total = all_reduce_sum(n, self.info)
-        rate, self.eval_per_task["success"] = self._success_per_task(cfg.env.eval_split, seeds, cfg.eval_temperature)
-        out = {"eval/success_rate": all_reduce_sum(n * rate, self.info) / total, "eval/episodes": total}
+        out: dict[str, float] = {}
+        passes = [("success", "eval/success_rate", "eval/episodes", "eval/infra_failed", cfg.eval_temperature)]
         if cfg.eval_sampled:
-            rate, self.eval_per_task["sampled_success"] = self._success_per_task(cfg.env.eval_split, seeds, cfg.rollout.temperature)
-            out["eval/sampled_success_rate"] = all_reduce_sum(n * rate, self.info) / total
+            passes.append(("sampled_success", "eval/sampled_success_rate", "eval/sampled_episodes",
+                           "eval/sampled_infra_failed", cfg.rollout.temperature))
             out["eval/sampled_temperature"] = cfg.rollout.temperature
+        for name, rate_key, episodes_key, failed_key, temperature in passes:
+            score = self._success_per_task(cfg.env.eval_split, seeds, temperature)
+            self.eval_per_task[name] = score.per_task
+            wins, episodes, failed = (all_reduce_sum(x, self.info) for x in (score.wins, score.episodes, score.infra_failed))
+            out[rate_key] = wins / episodes if episodes else math.nan
+            out[episodes_key], out[failed_key] = episodes, failed
+            if failed:
+                logger.warning("evaluation (%s): infrastructure failed %d of %d episodes; %s is over the %d that ran%s",
+                               name, failed, episodes + failed, rate_key, episodes,
+                               "" if episodes else " (none: NaN, null in metrics.jsonl)")
         return out
 
     def train(self) -> dict[str, float]:
@@ -628,12 +648,29 @@ class Trainer:
             close_engine()
 
 
+@dataclass
+class EvalScore:
+    """One evaluation pass on one process: wins over the episodes that ran, and the
+    episodes infrastructure failed (left out of the rate, see ``_success_per_task``)."""
+
+    wins: float = 0.0
+    episodes: int = 0
+    infra_failed: int = 0
+    per_task: list[float] | None = None
+
+    @property
+    def rate(self) -> float:
+        return self.wins / self.episodes if self.episodes else math.nan
+
+
 def _eval_summary(metrics: dict[str, float], when: str) -> dict[str, float]:
-    """Greedy and sampled success with their binomial standard errors, sqrt(p(1-p)/n)."""
-    n = max(metrics.get("eval/episodes", 1.0), 1.0)
+    """Greedy and sampled success with their binomial standard errors, sqrt(p(1-p)/n),
+    n the episodes that ran (infrastructure-failed ones are not in the rate)."""
     out: dict[str, float] = {}
-    for name, key in (("success", "eval/success_rate"), ("sampled_success", "eval/sampled_success_rate")):
+    for name, key, episodes in (("success", "eval/success_rate", "eval/episodes"),
+                                ("sampled_success", "eval/sampled_success_rate", "eval/sampled_episodes")):
         if key in metrics:
+            n = max(metrics.get(episodes, metrics.get("eval/episodes", 1.0)), 1.0)
             p = metrics[key]
             out[f"eval/{name}_{when}"] = p
             out[f"eval/{name}_{when}_se"] = math.sqrt(p * (1 - p) / n)

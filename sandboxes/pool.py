@@ -220,7 +220,7 @@ class SandboxPool:
             if late:
                 for task in late:
                     task.cancel()
-                await asyncio.wait(late)
+                await asyncio.wait(late, timeout=5.0)  # bounded too: a close may shield its own work
                 self.stats.close_left += len(late)
                 log.warning(
                     "%d of %d sandboxes did not close within %gs (the engine is slow or stalled); "

@@ -337,3 +337,72 @@ def test_the_summary_pairs_the_before_and_after_evaluations_task_by_task(tmp_pat
         assert sum(after) / 8 == pytest.approx(summary[f"eval/{name}_after"])
         assert sum(a - b for a, b in zip(after, before)) / 8 == pytest.approx(summary[f"eval/{name}_gain"])
         assert summary[f"eval/{name}_gain_se_paired"] == pytest.approx(_paired_gain_se(*_paired_difference_sums(before, after)))
+
+
+class _EngineDown:
+    """Wraps an eval env whose sandbox engine stalled: every reset fails as infrastructure
+    (the ``InfraError`` an env raises when it cannot start its sandbox pool)."""
+
+    def __new__(cls, env):
+        import gymnasium as gym
+
+        from agentgym.errors import InfraError
+
+        class EngineDown(gym.Wrapper):
+            def reset(self, **kwargs):
+                raise InfraError("could not start a sandbox pool: the engine did not answer in time")
+
+        return EngineDown(env)
+
+
+def test_an_evaluation_leaves_out_what_infrastructure_failed_and_never_scores_it_zero(tmp_path, trained_model_dir, caplog):
+    """An engine that stalled for a whole evaluation once showed as a held-out success of
+    0.0: a policy that forgot everything, in the run's curve and its before/after summary.
+    Episodes infrastructure failed are counted (``eval/infra_failed``) and left out of the
+    rate; when none ran, the rate is NaN, not 0."""
+    trainer = Trainer(_config(tmp_path, trained_model_dir, steps=1, extra=["sft.episodes=0", "eval_sampled=false"]))
+    try:
+        seeds = list(range(8))
+        healthy = trainer._success_per_task("validation", seeds, 0.0)
+        envs = trainer._eval_envs["validation"]
+        assert len(envs) == 8 and (healthy.episodes, healthy.infra_failed) == (8, 0)
+        envs[:4] = [_EngineDown(e) for e in envs[:4]]
+
+        half = trainer._success_per_task("validation", seeds, 0.0)
+        assert (half.episodes, half.infra_failed) == (4, 4)
+        assert all(math.isnan(x) for x in half.per_task[:4]) and half.per_task[4:] == healthy.per_task[4:]
+        assert half.rate == pytest.approx(sum(healthy.per_task[4:]) / 4)
+        with caplog.at_level("WARNING", logger="baselines.trainer"):
+            metrics = trainer.evaluate(8)
+        assert metrics["eval/success_rate"] == pytest.approx(half.rate)
+        assert (metrics["eval/episodes"], metrics["eval/infra_failed"]) == (4, 4)
+        assert "infrastructure failed 4 of 8 episodes" in caplog.text
+
+        envs[4:] = [_EngineDown(e) for e in envs[4:]]
+        down = trainer.evaluate(8)
+        assert math.isnan(down["eval/success_rate"]) and (down["eval/episodes"], down["eval/infra_failed"]) == (0, 8)
+    finally:
+        trainer.close()
+
+
+def test_agentgym_train_prints_the_summary_before_the_clean_up(tmp_path, trained_model_dir, monkeypatch):
+    """A run whose clean-up fails (or takes long: an engine that stalls on removing its
+    sandboxes) has still printed its result: the summary is the run's, the clean-up is not."""
+    from typer.testing import CliRunner
+
+    from agentgym.cli import app
+
+    close = Trainer.close
+
+    def close_then_fail(self):
+        close(self)
+        raise RuntimeError("the engine stalled while the sandboxes were removed")
+
+    monkeypatch.setattr(Trainer, "close", close_then_fail)
+    args = [f"model.path={trained_model_dir}", f"log.run_dir={tmp_path}/run", "log.tensorboard=false", "device=cpu",
+            "steps=1", "eval_every=1", "eval_tasks=4", "env.kwargs={difficulty: 1}", "sft.episodes=0",
+            "rollout.tasks_per_step=2", "rollout.group_size=2"]
+    result = CliRunner().invoke(app, ["train", "--config", "baselines/configs/calculator_cpu.yaml", *args])
+    assert isinstance(result.exception, RuntimeError) and "engine stalled" in str(result.exception)
+    printed = " ".join(result.stdout.split())  # (rich wraps long lines)
+    assert "'eval/success_after':" in printed and "the trained policy:" in printed
