@@ -33,6 +33,12 @@ log = logging.getLogger(__name__)
 POOL_SIZE = 2
 """Warm sandboxes kept per pool; envs beyond it wait for creations (4 in parallel)."""
 
+POOL_RETRY_AFTER_S = 30.0
+"""After a pool failed to start, asking for it again within this many seconds fails at
+once with the same cause. Why: envs ask one after another under a lock, and each try on
+an engine that stalls costs a whole client timeout (60 s): a 64-episode evaluation would
+spend an hour learning 64 times that the engine is stuck."""
+
 
 @dataclass
 class SharedResources:
@@ -44,6 +50,8 @@ class SharedResources:
     """Pool key -> ids of the users (families) holding it."""
     _pinned: set[tuple[asyncio.AbstractEventLoop, str | None]] = field(default_factory=set)
     """Pools someone asked for without a user (a server, a test): they live until :meth:`aclose`."""
+    _start_failures: dict[tuple[asyncio.AbstractEventLoop, str | None], tuple[float, str]] = field(default_factory=dict)
+    """Pool key -> (loop time, cause) of its last failed start (see :data:`POOL_RETRY_AFTER_S`)."""
     _facts: dict[str | None, dict[str, Any]] = field(default_factory=dict)
     _retrievers: dict[tuple[Any, ...], list[Any]] = field(default_factory=dict)
     """(url, settings) -> [client, users]: a client is shared by every env that asks for it
@@ -96,13 +104,23 @@ class SharedResources:
                 self._forget(key)
                 pool = None
             if pool is None:
+                failed = self._start_failures.get(key)
+                if failed is not None and loop.time() - failed[0] < POOL_RETRY_AFTER_S:
+                    ago = loop.time() - failed[0]
+                    raise InfraError(f"could not start a sandbox pool {ago:.0f}s ago ({failed[1]}); "
+                                     f"the next try is in {POOL_RETRY_AFTER_S - ago:.0f}s")
+                pool = None
                 try:
                     pool = make_pool(backend, pool=PoolConfig(size=POOL_SIZE, max_parallel_creations=4))
                     await pool.start()
                 except SandboxConfigError as e:  # the user's setup, never an infrastructure failure
                     raise ConfigError(str(e)) from e
                 except SandboxError as e:
+                    self._start_failures[key] = (loop.time(), str(e))
+                    if pool is not None:
+                        await pool.close()  # its backend's clients; it started no sandbox
                     raise InfraError(f"could not start a sandbox pool: {e}") from e
+                self._start_failures.pop(key, None)
                 self._pools[key] = pool
             if user is not None:
                 self._users.setdefault(key, set()).add(id(user))
@@ -135,6 +153,8 @@ class SharedResources:
                 log.info("killed %d sandboxes of a pool whose event loop had ended", killed)
         for loop in [l for l in self._locks if l.is_closed()]:
             del self._locks[loop]
+        for key in [k for k in self._start_failures if k[0].is_closed()]:
+            del self._start_failures[key]
 
     def sandbox_facts(self, backend: str | None) -> dict[str, Any]:
         """What a sandbox of ``backend`` would be (backend, isolation, image or library
