@@ -71,10 +71,15 @@ class ToolResult:
     original_chars: int = 0
 
     def as_info(self) -> dict[str, Any]:
-        return {
+        """The call's facts for ``info["tool_results"]``; an infrastructure failure also
+        carries its reply (``error``), so whoever drops the episode can say why."""
+        info: dict[str, Any] = {
             "name": self.name, "status": self.status, "latency_ms": self.latency_ms,
             "retries": self.retries, "truncated": self.truncated, "original_chars": self.original_chars,
         }
+        if self.status == "infra_error":
+            info["error"] = self.output
+        return info
 
 
 DEADLINE_GRACE_S = 1.0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -161,7 +162,7 @@ def start_trajectory(chat: ChatTokenizer, info: dict[str, Any], group: int) -> T
     """The trajectory of a freshly reset env: its prompt ids (mask 0), or an infra-failed
     stub when the reset failed (``info["reset_error"]``). Adds ``info["tool_names"]``."""
     if "reset_error" in info:
-        return Trajectory([], [], [], 0, group, "", infra_failed=True)
+        return Trajectory([], [], [], 0, group, "", infra_failed=True, info={"infra_cause": str(info["reset_error"])})
     ids = chat.prompt_ids(info["messages"], info["tools"])
     t = Trajectory([], [], [], len(ids), group, str(info["task_id"]), messages=list(info["messages"]), tools=list(info["tools"]))
     t.append(ids, generated=False)
@@ -208,6 +209,10 @@ def end_episode(t: Trajectory, info: dict[str, Any], reward: float, terminated: 
     t.success = bool(info.get("success", reward >= 1.0))
     t.tool_calls = dict(info.get("tool_calls", {}))
     t.info = {k: v for k, v in info.items() if k not in ("messages", "tool_results")}
+    if t.infra_failed:
+        failed = [r for r in info.get("tool_results", []) if r.get("status") == "infra_error"]
+        t.info["infra_cause"] = (f"{failed[-1].get('name')}: {failed[-1].get('error', '')}" if failed
+                                 else "infrastructure (no tool result says which)")
 
 
 def check_drift(chat: ChatTokenizer, trajs: Sequence[Trajectory], tools: Sequence[list[dict[str, Any]]], rng: np.random.Generator,
@@ -238,6 +243,14 @@ def finish_batch(trajs: Sequence[Trajectory], telemetry: Telemetry, stats: dict[
         "rollout/wall_s": wall_s,
         "rollout/tokens_per_s": generated / stats["rollout/gen_s"] if stats["rollout/gen_s"] > 0 else 0.0,
     })
+    causes = Counter(_first_line(t.info.get("infra_cause", "unknown")) for t in trajs if t.infra_failed)
     if dropped:
-        logger.warning("dropped %d infra-failed episode(s) from the batch", dropped)
-    return RolloutBatch(kept, dropped, stats)
+        logger.warning("dropped %d infra-failed episode(s) from the batch; most often: %s", dropped,
+                       causes.most_common(1)[0][0])
+    return RolloutBatch(kept, dropped, stats, infra_causes=dict(causes))
+
+
+def _first_line(text: str, limit: int = 300) -> str:
+    """A failure's cause, short enough to count and to quote in a log line."""
+    line = text.strip().splitlines()[0] if text.strip() else "unknown"
+    return line if len(line) <= limit else line[:limit] + "..."

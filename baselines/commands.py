@@ -77,6 +77,11 @@ def train_command(config: str, overrides: list[str]) -> int:
                       f"the trained policy: {cfg.log.run_dir}/model (agentgym eval run ... --model {cfg.log.run_dir}/model)")
     finally:
         trainer.close()
+    if "alarm/infra_outage_at_step" in summary:
+        console.print(f"[red]stopped at step {int(summary['alarm/infra_outage_at_step'])}: the infrastructure failed "
+                      "most episodes for rollout.outage_steps steps in a row (causes in the log above); rerun with "
+                      "resume=true once it is back[/red]")
+        return 3
     return 0
 
 

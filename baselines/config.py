@@ -207,6 +207,14 @@ class RolloutConfig(_Section):
     differed (:mod:`baselines.task_replay`); 0 draws every task fresh."""
     replay_uses: StrictInt = Field(4, ge=1)
     """Replays of one task before it is retired (``replay_frac`` > 0)."""
+    outage_frac: Real = Field(0.5, gt=0, le=1)
+    """A step whose episodes infrastructure failed in more than this share (all processes
+    together) counts toward an outage (see ``outage_steps``)."""
+    outage_steps: StrictInt = Field(3, ge=0)
+    """This many outage steps in a row stop the run, after a checkpoint, with the failures'
+    commonest causes: a run on an engine that stalled learns nothing from its dropped
+    episodes and would go on doing so for days. Resume with ``resume=true`` once the
+    infrastructure is back. 0 never stops."""
     vllm: VLLMConfig = Field(default_factory=VLLMConfig)
 
     @model_validator(mode="after")

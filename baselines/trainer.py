@@ -44,6 +44,7 @@ from baselines.engines.hf_async import BatchingEngine
 from baselines.errors import ConfigError
 from baselines.ewma import EWMAModel, ewma_age_for_batch_size
 from baselines.metrics import MetricsLogger, tool_usage_alerts
+from baselines.outage import OutageWatch
 from baselines.policy_versions import PolicyVersions
 from baselines.reward_watch import make_reward_watch
 from baselines.staleness import token_staleness
@@ -238,6 +239,8 @@ class Trainer:
         self.logger = MetricsLogger(self.run_dir, tensorboard=config.log.tensorboard, wandb_project=config.log.wandb_project,
                                     config=config_to_dict(config)) if self.info.is_main else None
         self.watch = make_reward_watch(config, self.run_dir, self.info.is_main, self.env_kwargs)  # reward-jump alarm
+        self.outage = OutageWatch(config.rollout.outage_frac, config.rollout.outage_steps, self.info)
+        self.last_infra_causes: dict[str, int] = {}
         self.replay = TaskReplay(config.rollout.tasks_per_step, config.rollout.replay_frac, config.rollout.replay_uses, config.seed)
         if self._resuming():
             restored = load_checkpoint(self.run_dir / "checkpoint", model=self.model, optimizer=self.optimizer, ewma=self.ewma, info=self.info,
@@ -447,6 +450,7 @@ class Trainer:
         if cfg.rollout.max_staleness == 0:  # else episodes keep generating while the trainer runs
             self.engine.sleep()
         trajs = self.last_trajectories = batch.trajectories
+        self.last_infra_causes = batch.infra_causes
         rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32)
         adv = group_normalized_advantages(rewards, [t.group_id for t in trajs], normalize_std=cfg.algo.normalize_std, eps=cfg.algo.adv_eps)
         tokens = collate(trajs, adv, self.tokenizer.pad_token_id)  # no rows when every local episode infra-failed
@@ -597,6 +601,9 @@ class Trainer:
             if self.watch is not None and self.watch.paused:  # the same decision on every rank
                 summary["alarm/paused_at_step"] = float(self.step)
                 break
+            if self.outage.observe(metrics, self.last_infra_causes):  # the same decision on every rank (summed counts)
+                summary["alarm/infra_outage_at_step"] = float(self.step)
+                break  # (the checkpoint below is the one to resume from)
         if cfg.eval_every:
             summary.update(_eval_summary(last_eval, "after"))  # the loop always evaluates its last step
             summary.update(_gains(summary))

@@ -63,6 +63,8 @@ class RolloutBatch:
     stats: dict[str, float]
     task_seeds: list[int] = field(default_factory=list)
     """The task seed of each group, indexed by the trajectories' ``group_id`` (when known)."""
+    infra_causes: dict[str, int] = field(default_factory=dict)
+    """The dropped episodes' causes (a reset's error, the failed tool call's reply), counted."""
 
 
 @dataclass

@@ -114,11 +114,11 @@ NUMERIC_KEYS = [key for key, tp in _leaves(TrainConfig) if _scalar(tp) in (int, 
 
 def test_the_numeric_keys_are_all_found():
     """The walk above sees every section, so the range tests below cover every field
-    (67 numeric keys, plus log.tool_usage_min's values, checked above)."""
-    assert len(NUMERIC_KEYS) == 67 and {"steps", "threads", "rollout.vllm.max_model_len", "algo.mismatch.tis_cap",
+    (69 numeric keys, plus log.tool_usage_min's values, checked above)."""
+    assert len(NUMERIC_KEYS) == 69 and {"steps", "threads", "rollout.vllm.max_model_len", "algo.mismatch.tis_cap",
                                         "model.tiny.vocab_size", "sft.stop_success", "sft.counterfactual", "sft.invent",
                                         "sft.observation_weight", "sft.copy_warmup", "sft.stop_patience", "algo.kl_coef", "sft.recovery", "sft.length_groups", "sft.invent_spelled",
-                                        "algo.copy_lr", "algo.copy_batch_size"} <= set(NUMERIC_KEYS)
+                                        "algo.copy_lr", "algo.copy_batch_size", "rollout.outage_frac", "rollout.outage_steps"} <= set(NUMERIC_KEYS)
 
 
 def _names_the_key(message, key):
