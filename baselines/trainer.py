@@ -604,7 +604,7 @@ class Trainer:
             if self.outage.observe(metrics, self.last_infra_causes):  # the same decision on every rank (summed counts)
                 summary["alarm/infra_outage_at_step"] = float(self.step)
                 break  # (the checkpoint below is the one to resume from)
-        if cfg.eval_every:
+        if cfg.eval_every and "alarm/infra_outage_at_step" not in summary:  # (an outage's last evaluation says nothing)
             summary.update(_eval_summary(last_eval, "after"))  # the loop always evaluates its last step
             summary.update(_gains(summary))
             for name, before in before_per_task.items():

@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from sandboxes.errors import EngineUnreachableError, SandboxError, SandboxInfraError
+from sandboxes.errors import EngineUnreachableError, SandboxConfigError, SandboxError, SandboxInfraError
 
 __all__ = [
     "ENGINE_TIMEOUT_ENV", "connect", "default_engine_url", "engine_calls", "engine_error", "engine_reachable",
@@ -30,7 +30,11 @@ def default_engine_url() -> str:
 
 
 def engine_timeout() -> float:
-    """The engine client timeout in seconds: :data:`ENGINE_TIMEOUT_ENV`, else 60."""
+    """The engine client timeout in seconds: :data:`ENGINE_TIMEOUT_ENV`, else 60.
+
+    Raises:
+        SandboxConfigError: the variable is set to something that is not seconds > 0.
+    """
     raw = os.environ.get(ENGINE_TIMEOUT_ENV, "").strip()
     if not raw:
         return 60.0
@@ -39,7 +43,7 @@ def engine_timeout() -> float:
     except ValueError:
         value = -1.0
     if not value > 0:
-        raise ValueError(f"Expected {ENGINE_TIMEOUT_ENV} to be a number of seconds > 0, actual value: {raw!r}")
+        raise SandboxConfigError(f"Expected {ENGINE_TIMEOUT_ENV} to be a number of seconds > 0, actual value: {raw!r}")
     return value
 
 

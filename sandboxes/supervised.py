@@ -141,8 +141,10 @@ class SupervisedSandbox(Sandbox):
             self.mark_anomaly(f"{op}: {e}")
             # Off the loop: for a container this asks the engine, and a stalled engine
             # would hold every other sandbox's episode for the client timeout.
-            alive = await asyncio.to_thread(self._alive)
-            await self._terminate()  # hung or half-dead: kill it from outside
+            try:
+                alive = await asyncio.to_thread(self._alive)
+            finally:
+                await self._terminate()  # hung or half-dead: kill it from outside
             if not alive:
                 raise SandboxCrashedError(f"sandbox {self.id} died during {op}: {e}") from e
             raise
