@@ -94,8 +94,9 @@ class PoolConfig:
     """How long :meth:`SandboxPool.close` waits for its sandboxes to close. An engine
     that stalls on removals (Docker 20.10 under many at once) would otherwise hold the
     close, and the run's summary behind it, one client timeout per container. What is
-    left is reported; its owner label lets ``agentgym reap`` (or the next pool's start,
-    once this process has exited) remove it."""
+    left is reported (``PoolStats.close_left``); the process removes it at exit, and its
+    owner label lets ``agentgym reap`` (or the next pool's start) remove whatever that
+    could not, once the process has gone."""
 
     def __post_init__(self) -> None:
         if not self.close_timeout_s > 0:
@@ -223,8 +224,8 @@ class SandboxPool:
                 await asyncio.wait(late, timeout=5.0)  # bounded too: a close may shield its own work
                 self.stats.close_left += len(late)
                 log.warning(
-                    "%d of %d sandboxes did not close within %gs (the engine is slow or stalled); "
-                    "they are left to `agentgym reap`, or to the next pool's start after this process exits",
+                    "%d of %d sandboxes did not close within %gs (the engine is slow or stalled); this "
+                    "process removes them at exit, and what it cannot, `agentgym reap` does after it",
                     len(late), len(owned), self.config.close_timeout_s)
         await self.backend.close()
 
