@@ -11,10 +11,13 @@ docs/reliability.md). What it did then, and what each test here holds to instead
   fails as :class:`~sandboxes.errors.SandboxInfraError`, which envs flag as ``infra_failed``;
 - a sandbox whose channel broke asked the engine whether its container lived from the
   event loop's own thread, freezing every other episode for the client timeout: that
-  question is now asked from a worker thread.
+  question is now asked from a worker thread;
+- (next in line) every env of an evaluation would have retried the pool start, one client
+  timeout each: a failed start now fails fast for ``POOL_RETRY_AFTER_S``.
 
 The engine is reached through :class:`~tests.sandboxes.engine_relay.EngineRelay`, which
 holds the matching requests unanswered; each test checks that its requests were held.
+(The fail-fast window's expiry is tested on a fake backend: no engine needed.)
 """
 
 from __future__ import annotations
