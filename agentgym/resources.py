@@ -109,7 +109,6 @@ class SharedResources:
                     ago = loop.time() - failed[0]
                     raise InfraError(f"could not start a sandbox pool {ago:.0f}s ago ({failed[1]}); "
                                      f"the next try is in {POOL_RETRY_AFTER_S - ago:.0f}s")
-                pool = None
                 try:
                     pool = make_pool(backend, pool=PoolConfig(size=POOL_SIZE, max_parallel_creations=4))
                     await pool.start()
