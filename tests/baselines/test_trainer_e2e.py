@@ -4,9 +4,11 @@ really happen, checkpoint, resume; and bf16 compute over fp32 master weights."""
 import json
 import math
 
+import gymnasium as gym
 import pytest
 import torch
 
+from agentgym.errors import InfraError
 from baselines.config import load_config
 from baselines.trainer import Trainer
 
@@ -339,20 +341,12 @@ def test_the_summary_pairs_the_before_and_after_evaluations_task_by_task(tmp_pat
         assert summary[f"eval/{name}_gain_se_paired"] == pytest.approx(_paired_gain_se(*_paired_difference_sums(before, after)))
 
 
-class _EngineDown:
-    """Wraps an eval env whose sandbox engine stalled: every reset fails as infrastructure
+class _EngineDown(gym.Wrapper):
+    """An eval env whose sandbox engine stalled: every reset fails as infrastructure
     (the ``InfraError`` an env raises when it cannot start its sandbox pool)."""
 
-    def __new__(cls, env):
-        import gymnasium as gym
-
-        from agentgym.errors import InfraError
-
-        class EngineDown(gym.Wrapper):
-            def reset(self, **kwargs):
-                raise InfraError("could not start a sandbox pool: the engine did not answer in time")
-
-        return EngineDown(env)
+    def reset(self, **kwargs):
+        raise InfraError("could not start a sandbox pool: the engine did not answer in time")
 
 
 def test_an_evaluation_leaves_out_what_infrastructure_failed_and_never_scores_it_zero(tmp_path, trained_model_dir, caplog):
