@@ -521,8 +521,9 @@ class Trainer:
         for start in range(0, len(seeds), per_chunk):
             chunk = list(seeds[start:start + per_chunk])
             if cfg.env.is_team:
-                score.wins += len(chunk) * self._team_success(envs[:len(chunk) * samples], chunk, samples, limits)
-                score.episodes += len(chunk)
+                wins, ran = self._team_success(envs[:len(chunk) * samples], chunk, samples, limits)
+                score.wins, score.episodes = score.wins + wins, score.episodes + ran
+                score.infra_failed += len(chunk) * samples - ran
                 continue
             loop = AgentLoop(envs, self.engine, self.chat, limits)
             self.engine.wake_up()
@@ -534,9 +535,12 @@ class Trainer:
             score.per_task += _success_by_group(batch.trajectories, len(chunk))
         return score
 
-    def _team_success(self, envs: list[Any], seeds: Sequence[int], samples: int, limits: AgentLoopConfig) -> float:
-        """Success rate of team episodes (one per seed and sample; not per seat) played by
-        the current policy in every seat, through a one-batch :class:`TeamRollout`."""
+    def _team_success(self, envs: list[Any], seeds: Sequence[int], samples: int,
+                      limits: AgentLoopConfig) -> tuple[float, int]:
+        """Wins and count of the team episodes that ran (one per seed and sample; not per
+        seat), played by the current policy in every seat through a one-batch
+        :class:`TeamRollout`. A team episode infrastructure failed (or that hung) has no
+        seat in the batch, so the caller counts it as failed, never as a loss."""
         cfg = self.config
         loop = TeamRollout(envs, self.engine, self.chat, limits,
                            AsyncRolloutConfig(0, cfg.rollout.step_timeout_s), len(seeds), samples,
@@ -548,7 +552,7 @@ class Trainer:
             loop.close()
             self.engine.sleep()
         episodes = {t.info["team_episode"]: t.success for t in batch.trajectories}
-        return sum(episodes.values()) / max(len(episodes), 1)
+        return float(sum(episodes.values())), len(episodes)
 
     def evaluate(self, num_tasks: int | None = None) -> dict[str, float]:
         """Success on fixed tasks of ``env.eval_split`` (same tasks at every call):

@@ -7,13 +7,16 @@ answer or, by a coin flip, a wrong one; the reviewer accepts), so that groups ha
 variance on a tiny model that was never taught the team's tools; the trainer, its
 policy, its updates and the team envs are real."""
 
+import dataclasses
 import functools
 import json
+import math
 
 import numpy as np
 import pytest
 
 from agentgym.envs.calculator import CalculatorFamily
+from agentgym.errors import InfraError
 from agentgym.multi_agent import MultiAgentEnvSpec, ReviewTeamEnv, register
 from baselines import trainer as trainer_module
 from baselines.config import ConfigError, load_config
@@ -142,3 +145,47 @@ def test_rollout_envs_of_a_team_id_are_team_envs_and_never_on_a_fleet():
             env.close()
     with pytest.raises(ValueError, match="fleet='none'"):
         trainer_module.make_rollout_envs(TEAM_ID, {}, 2, fleet="ray")
+
+
+def test_a_team_evaluation_leaves_out_what_infrastructure_failed_and_never_scores_it_zero(tmp_path, trained_model_dir,
+                                                                                         monkeypatch):
+    """As for single-agent envs: a team episode that infrastructure failed is counted in
+    ``eval/infra_failed`` and left out of the rate; NaN when none ran (it once read 0.0,
+    with the failed episodes counted as run)."""
+    envs, scripted, down = [], {}, {"calculate": False}
+    make_rollout_envs = trainer_module.make_rollout_envs
+
+    def outage(tool):
+        if tool.name != "calculate":
+            return tool
+
+        async def fn(**arguments):
+            if down["calculate"]:
+                raise InfraError("injected: calculator service down")
+            return await tool.fn(**arguments)
+
+        return dataclasses.replace(tool, fn=fn, max_retries=0)
+
+    def recording(env_id, kwargs, count, **fleet):
+        made = make_rollout_envs(env_id, kwargs, count, **fleet)
+        for env in made:
+            env.tool_middleware.append(outage)
+        envs.extend(made)
+        return made
+
+    def scripted_engine(config, path, tokenizer, info, asynchronous=False):
+        scripted["engine"] = CoinFlipTeamEngine(tokenizer, envs)
+        return BatchingEngine(scripted["engine"], seed=0)
+
+    monkeypatch.setattr(trainer_module, "make_rollout_envs", recording)
+    monkeypatch.setattr(trainer_module, "build_engine", scripted_engine)
+    trainer = Trainer(_config(tmp_path, trained_model_dir, "eval_sampled=false"))
+    try:
+        healthy = trainer.evaluate()
+        assert (healthy["eval/episodes"], healthy["eval/infra_failed"]) == (8, 0)
+        down["calculate"] = True
+        failed = trainer.evaluate()
+        assert (failed["eval/episodes"], failed["eval/infra_failed"]) == (0, 8)
+        assert math.isnan(failed["eval/success_rate"])
+    finally:
+        trainer.close()
