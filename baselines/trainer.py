@@ -18,6 +18,7 @@ Wiring only; each piece is its own tested module. One training step:
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import math
 import random
@@ -61,6 +62,10 @@ MetricsCallback = Callable[[int, dict[str, float]], None]
 EVAL_CHUNK_EPISODES = 64
 """An evaluation plays at most this many episodes at once (or a rollout batch, if more):
 each holds an env and its sandbox for the run's lifetime (``Trainer._success``)."""
+
+EVAL_START_DIR = "eval_start"
+"""Under the run directory: the start's evaluation, one file per rank (its own tasks'
+success), so that a resumed run's summary still measures its gain from the start."""
 
 
 def env_corpus(env_id: str, env_kwargs: dict[str, Any], episodes: int = 300) -> list[str]:
@@ -580,36 +585,63 @@ class Trainer:
         return out
 
     def train(self) -> dict[str, float]:
-        """Run ``config.steps`` steps (from a resumed step if any); returns a summary."""
+        """Run ``config.steps`` steps (from a resumed step if any); returns a summary.
+
+        Its ``eval/*_before`` figures are the run's start (after SFT, ``eval/before_step``
+        0) also when the run was resumed: the start's evaluation is kept in the run
+        directory (:data:`EVAL_START_DIR`), so a run stopped and resumed reports the same
+        gain as one that ran through. Its ``*_after`` figures are the policy's at the last
+        step run, which a reward-watch pause makes the pause's step."""
         cfg = self.config
         summary: dict[str, float] = dict(self.sft_metrics)
         last_eval: dict[str, float] = {}
+        evaluated_at = -1
         started, rollout_tokens = time.perf_counter(), 0.0
         before_per_task: dict[str, list[float] | None] = {}
         if cfg.eval_every:
-            last_eval = self.evaluate()
-            before_per_task = dict(self.eval_per_task)
-            summary.update(_eval_summary(last_eval, "before"))
-            self._log(self.step, {**self.sft_metrics, **last_eval})
+            kept = self._load_eval_start() if self.step else None
+            if kept is None:
+                last_eval, evaluated_at = self.evaluate(), self.step
+                before_eval, before_per_task, before_step = last_eval, dict(self.eval_per_task), self.step
+                self._log(self.step, {**self.sft_metrics, **last_eval})
+                if self.step == 0:
+                    self._save_eval_start(last_eval)
+                else:
+                    logger.warning("resumed at step %d without the start's evaluation in %s: the summary's "
+                                   "eval/*_before (and gains) are step %d's", self.step,
+                                   self.run_dir / EVAL_START_DIR, self.step)
+            else:
+                before_eval, before_per_task, before_step = kept
+            summary.update(_eval_summary(before_eval, "before"))
+            summary["eval/before_step"] = float(before_step)
         while self.step < cfg.steps:
             metrics = self.train_step()
             rollout_tokens += metrics.get("rollout/generated_tokens", 0.0)
             if cfg.eval_every and (self.step % cfg.eval_every == 0 or self.step == cfg.steps):
-                last_eval = self.evaluate()
+                last_eval, evaluated_at = self.evaluate(), self.step
                 metrics.update(last_eval)
+            paused = False
             if self.watch is not None:
                 metrics.update(self.watch.observe(self.step, self.last_trajectories, metrics))
+                # One decision for every rank: a watched metric may be one rank's own (tool/*).
+                paused = all_reduce_sum(float(self.watch.paused), self.info) > 0
+                if paused and cfg.eval_every and evaluated_at != self.step:  # "after" is the paused policy's
+                    last_eval, evaluated_at = self.evaluate(), self.step
+                    metrics.update(last_eval)
             self._log(self.step, metrics)
             if cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0:
                 self.save()
-            if self.watch is not None and self.watch.paused:  # the same decision on every rank
+            if paused:
                 summary["alarm/paused_at_step"] = float(self.step)
                 break
             if self.outage.observe(metrics, self.last_infra_causes):  # the same decision on every rank (summed counts)
                 summary["alarm/infra_outage_at_step"] = float(self.step)
                 break  # (the checkpoint below is the one to resume from)
         if cfg.eval_every and "alarm/infra_outage_at_step" not in summary:  # (an outage's last evaluation says nothing)
-            summary.update(_eval_summary(last_eval, "after"))  # the loop always evaluates its last step
+            if evaluated_at != self.step:  # resumed at the last step with the start kept: nothing ran, evaluate now
+                last_eval, evaluated_at = self.evaluate(), self.step
+                self._log(self.step, last_eval)
+            summary.update(_eval_summary(last_eval, "after"))
             summary.update(_gains(summary))
             for name, before in before_per_task.items():
                 paired = _paired_difference_sums(before, self.eval_per_task.get(name))
@@ -622,6 +654,39 @@ class Trainer:
         self.save()
         self.save_model(self.run_dir / "model")
         return summary
+
+    def _eval_identity(self) -> dict[str, Any]:
+        """What the start's evaluation depends on: the start policy (model, SFT, seed), the
+        eval tasks and how they are played, and how they are split over ranks."""
+        data = config_to_dict(self.config)
+        return {"model": data["model"], "sft": data["sft"], "env": data["env"], "seed": data["seed"],
+                "eval": [data[k] for k in ("eval_tasks", "eval_temperature", "eval_sampled")],
+                "rollout": {k: data["rollout"][k] for k in ("temperature", "top_p", "max_new_tokens", "max_seq_len")},
+                "world_size": self.info.world_size}
+
+    def _eval_start_path(self) -> Path:
+        return self.run_dir / EVAL_START_DIR / f"rank-{self.info.rank:03d}.json"
+
+    def _save_eval_start(self, metrics: dict[str, float]) -> None:
+        """Keep the start's evaluation (this rank's tasks) for a resumed run's summary."""
+        path = self._eval_start_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        record = {"identity": self._eval_identity(), "metrics": metrics, "per_task": self.eval_per_task}
+        path.write_text(json.dumps(record, default=str))
+
+    def _load_eval_start(self) -> tuple[dict[str, float], dict[str, list[float] | None], int] | None:
+        """The start's evaluation a run kept, if it was made for the same evaluation
+        (``None`` otherwise, with a warning when it differs: the summary then says
+        which step its "before" is)."""
+        path = self._eval_start_path()
+        if not path.exists():
+            return None
+        record = json.loads(path.read_text())
+        if record.get("identity") != json.loads(json.dumps(self._eval_identity(), default=str)):
+            logger.warning("the start's evaluation in %s was made with another model, SFT, env or evaluation "
+                           "setting than this run's; not used", path)
+            return None
+        return record["metrics"], record["per_task"], 0
 
     def save(self) -> Path:
         return save_checkpoint(self.run_dir / "checkpoint", model=self.model, optimizer=self.optimizer, ewma=self.ewma,

@@ -34,10 +34,10 @@ class Progress:
             from rich.progress import Progress as RichProgress
 
             self._bar = RichProgress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                     TextColumn("success {task.fields[success]:.1%} · infra-failed "
+                                     TextColumn("success {task.fields[success]} · infra-failed "
                                                 "{task.fields[infra]}"), TimeElapsedColumn(),
                                      console=cli_console(stderr=True), transient=False)
-            self._task = self._bar.add_task(label, total=total, completed=done, success=0.0, infra=0)
+            self._task = self._bar.add_task(label, total=total, completed=done, success="n/a", infra=0)
 
     def __enter__(self) -> "Progress":
         if self._bar is not None:
@@ -59,7 +59,7 @@ class Progress:
         self.infra += int(bool(record.get("infra_failed")))
         self.ok += int(bool(record.get("success")) and not record.get("infra_failed"))
         scored = self.n - self.infra
-        rate = self.ok / scored if scored else 0.0
+        rate = f"{self.ok / scored:.1%}" if scored else "n/a"  # (none scored is not 0%)
         if self._bar is not None:
             self._bar.update(self._task, advance=1, success=rate, infra=self.infra)
             return
@@ -67,7 +67,7 @@ class Progress:
         if done >= self.total or done / self.total >= self._next_line:
             while done / self.total >= self._next_line:
                 self._next_line += 0.1
-            self._line(f"{done}/{self.total} episodes, success {rate:.1%}, infra-failed {self.infra}, "
+            self._line(f"{done}/{self.total} episodes, success {rate}, infra-failed {self.infra}, "
                        f"{self.n / max(1e-9, time.perf_counter() - self.start):.2f} episodes/s")
 
 
@@ -112,7 +112,8 @@ def print_summary(summary: dict[str, Any], console: Any) -> None:
     """The summary for a person: the headline, then slices, samples and tool usage."""
     lo, hi = summary["ci95"]
     through = summary.get("throughput", {})
-    console.print(f"[bold]{summary['scored']}[/] scored episodes, success [bold]{summary['success']:.1%}[/] "
+    rate = "[red]none (no episode scored)[/]" if summary["success"] is None else f"[bold]{summary['success']:.1%}[/]"
+    console.print(f"[bold]{summary['scored']}[/] scored episodes, success {rate} "
                   f"(95% CI {lo:.1%}–{hi:.1%}), infra-failed {summary['infra_failed']} (reported apart), "
                   f"lost {summary['lost']}, fingerprint {summary['fingerprint']}")
     server = summary.get("model_server")
@@ -177,7 +178,20 @@ def eval_command(env_id: str, model: str, settings: dict[str, Any], *, episodes:
         print_summary(summary, console)
     for index, tb in result.lost[:3]:
         console.print(f"[red]lost episode {index}[/]:\n{tb}")
-    return 0 if not result.lost else 1
+    return exit_code(summary, result)
+
+
+def exit_code(summary: dict[str, Any], result: Any) -> int:
+    """1 when episodes were lost (a bug: a traceback above), 3 when episodes ran and none
+    was scored (the infrastructure failed them all, as ``agentgym train``'s outage stop),
+    else 0."""
+    if result.lost:
+        return 1
+    if summary["scored"] == 0 and summary["infra_failed"] > 0:
+        cli_console(stderr=True).print(f"[red]no episode was scored: the infrastructure failed all "
+                                       f"{summary['infra_failed']} (causes in the records' info)[/]")
+        return 3
+    return 0
 
 
 def compare_command(path_a: str, path_b: str, json_out: bool) -> int:
@@ -196,6 +210,9 @@ def compare_command(path_a: str, path_b: str, json_out: bool) -> int:
     rows: list[tuple[str, dict[str, Any]]] = [("all", report["overall"])]
     rows += [(f"{key}={value}", stats) for key, groups in report["slices"].items() for value, stats in groups.items()]
     for name, s in rows:
+        if not s["n"]:
+            table.add_row(name, "0", "n/a", "n/a", "n/a", "0", "0", "n/a")
+            continue
         table.add_row(name, str(s["n"]), f"{s['a']:.1%}", f"{s['b']:.1%}", f"{s['diff']:+.1%}", str(s["a_only"]),
                       str(s["b_only"]), f"{s['p_value']:.3g}")
     cli_console().print(table)

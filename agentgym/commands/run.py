@@ -73,7 +73,9 @@ def run_command(env_id: str, policy_name: str, episodes: int, concurrency: int, 
                                       out=out, resume=resume, label=label)
     close_shared_resources()
     _print_run(summary, result, json_out, concurrency, workers if ray_address is not None else None)
-    return 0 if not result.lost else 1
+    from agentgym.commands.eval import exit_code
+
+    return exit_code(summary, result)
 
 
 def _print_run(summary: dict[str, Any], result: Any, json_out: bool, concurrency: int, workers: int | None) -> None:

@@ -43,7 +43,9 @@ def _paired_stats(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> dict[st
     a = [bool(x["success"]) for x, _ in pairs]
     b = [bool(y["success"]) for _, y in pairs]
     n = len(pairs)
-    rate_a, rate_b = (sum(a) / n, sum(b) / n) if n else (0.0, 0.0)
+    if not n:  # no task scored in both runs: nothing to compare, not a tie at 0
+        return {"n": 0, "a": None, "b": None, "diff": None, **mcnemar_exact(a, b)}
+    rate_a, rate_b = sum(a) / n, sum(b) / n
     return {"n": n, "a": rate_a, "b": rate_b, "diff": rate_b - rate_a, **mcnemar_exact(a, b)}
 
 

@@ -29,11 +29,13 @@ def slice_value(record: dict[str, Any], key: str) -> Any:
 
 
 def success_stats(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """``n``, success rate and its 95% Wilson interval over scored ``records``."""
+    """``n``, success rate and its 95% Wilson interval over scored ``records``. With none
+    scored (every episode infra-failed) the rate is ``None`` (null in JSON), never 0: an
+    outage is not an agent that failed everything."""
     n = len(records)
     wins = sum(1 for r in records if r["success"])
     lo, hi = wilson_interval(wins, n)
-    return {"n": n, "success": wins / n if n else 0.0, "ci95": [round(lo, 4), round(hi, 4)]}
+    return {"n": n, "success": wins / n if n else None, "ci95": [round(lo, 4), round(hi, 4)]}
 
 
 def _samples(header: RunHeader, scored: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -400,3 +400,78 @@ def test_agentgym_train_prints_the_summary_before_the_clean_up(tmp_path, trained
     assert isinstance(result.exception, RuntimeError) and "engine stalled" in str(result.exception)
     printed = " ".join(result.stdout.split())  # (rich wraps long lines)
     assert "'eval/success_after':" in printed and "the trained policy:" in printed
+
+
+def test_a_resumed_run_measures_its_gain_from_the_start_not_from_where_it_resumed(tmp_path, trained_model_dir):
+    """The outage stop says "resume=true"; the resumed run's summary once measured
+    ``eval/*_before`` at the resumed step, so its gain covered only the last stretch. The
+    start's evaluation is kept in the run directory and reused."""
+    extra = ["sft.episodes=0", "eval_every=2", "eval_tasks=8", "checkpoint_every=1"]
+    first = Trainer(_config(tmp_path, trained_model_dir, steps=2, extra=extra))
+    try:
+        ran_through = first.train()
+    finally:
+        first.close()
+    assert (tmp_path / "run" / "eval_start" / "rank-000.json").exists() and ran_through["eval/before_step"] == 0
+
+    resumed = Trainer(_config(tmp_path, trained_model_dir, steps=3, resume=True, extra=extra))
+    evaluations = []
+    evaluate = resumed.evaluate
+    resumed.evaluate = lambda *a, **k: evaluations.append(resumed.step) or evaluate(*a, **k)
+    try:
+        summary = resumed.train()
+    finally:
+        resumed.close()
+    assert evaluations == [3]  # not the resumed step: the start is the kept one
+    assert summary["eval/before_step"] == 0
+    for name in ("success", "sampled_success"):
+        assert summary[f"eval/{name}_before"] == ran_through[f"eval/{name}_before"]
+        assert summary[f"eval/{name}_gain"] == pytest.approx(summary[f"eval/{name}_after"] - ran_through[f"eval/{name}_before"])
+        assert f"eval/{name}_gain_se_paired" in summary
+
+    # Resumed with nothing left to run: the policy is still evaluated for "after".
+    again = Trainer(_config(tmp_path, trained_model_dir, steps=3, resume=True, extra=extra))
+    try:
+        end = again.train()
+    finally:
+        again.close()
+    assert end["eval/success_before"] == ran_through["eval/success_before"] and "eval/success_after" in end
+
+    # Another evaluation (more tasks) does not reuse the kept start: it says which step it measured.
+    other = Trainer(_config(tmp_path, trained_model_dir, steps=3, resume=True,
+                            extra=[*extra[:-2], "eval_tasks=4", "checkpoint_every=1"]))
+    try:
+        assert other.train()["eval/before_step"] == 3
+    finally:
+        other.close()
+
+
+class _PauseAt:
+    """A reward watch that pauses at ``step`` (the watch's own decision is tested in
+    test_reward_watch.py; here, what the loop does with it)."""
+
+    def __init__(self, step):
+        self.step, self.paused = step, False
+
+    def observe(self, step, trajectories, metrics):
+        self.paused = step == self.step
+        return {"alarm/fired": float(self.paused)}
+
+    def close(self):
+        pass
+
+
+def test_a_paused_run_reports_the_paused_policys_success_as_its_after(tmp_path, trained_model_dir):
+    """A reward-watch pause between evaluation steps once left the summary's "after" at
+    the last evaluation before it (here: the start's, so the gain read 0)."""
+    trainer = Trainer(_config(tmp_path, trained_model_dir, steps=4,
+                              extra=["sft.episodes=0", "eval_every=4", "eval_tasks=8", "eval_sampled=false"]))
+    trainer.watch = _PauseAt(2)
+    try:
+        summary = trainer.train()
+    finally:
+        trainer.close()
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert summary["alarm/paused_at_step"] == 2 and rows[-1]["step"] == 2
+    assert [r["step"] for r in rows if "eval/success_rate" in r] == [0, 2]
+    assert summary["eval/success_after"] == rows[-1]["eval/success_rate"]

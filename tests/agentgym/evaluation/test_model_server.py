@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from agentgym.cli import app
 from agentgym.errors import ConfigError
-from agentgym.evaluation import ChatAgent, ChatClient, ChatSettings, EvalPlan, read_run, run_eval, summarize
+from agentgym.evaluation import ChatAgent, ChatClient, ChatSettings, EvalPlan, compare_runs, read_run, run_eval, summarize
 from agentgym.reliability import RetryPolicy
 
 from agentgym.evaluation.fake_server import ChatServer, Script
@@ -207,3 +207,23 @@ def test_a_wrong_response_is_the_agents(server, reply, status):
 def test_a_model_name_that_is_not_a_directory_is_refused_without_a_download():
     result = CliRunner().invoke(app, ["eval", "agentgym/Calculator-v0", "--model", "Qwen/Qwen3-8B", "--episodes", "1"])
     assert result.exit_code == 2 and "--base-url" in result.stderr
+
+
+def test_an_eval_whose_every_episode_the_infrastructure_failed_scores_nothing_and_exits_3(server, tmp_path):
+    """It once printed "success 0.0%" and exited 0: an outage read as an agent that failed
+    everything. Now the rate is null and the exit code is 3 (as ``agentgym train``'s outage
+    stop); a comparison with no scored pair has no rates either."""
+    srv = server(Script(fail_with=503))
+    out = tmp_path / "down.jsonl"
+    result = CliRunner().invoke(app, ["eval", "agentgym/Calculator-v0", "--base-url", srv.url, "--model", "tiny",
+                                      "--episodes", "2", "--concurrency", "2", "--out", str(out), "--json"])
+    assert result.exit_code == 3, result.output
+    summary = json.loads(result.stdout)
+    assert (summary["scored"], summary["infra_failed"], summary["success"]) == (0, 2, None)
+    assert "no episode was scored" in result.stderr
+    printed = CliRunner().invoke(app, ["eval", "summary", str(out)])
+    assert printed.exit_code == 0 and "none (no episode scored)" in printed.stdout
+    report = compare_runs(out, out)
+    assert report["overall"]["n"] == 0 and report["overall"]["diff"] is None
+    shown = CliRunner().invoke(app, ["eval", "compare", str(out), str(out)])
+    assert shown.exit_code == 0 and "n/a" in shown.stdout
