@@ -147,6 +147,13 @@ _DENIED_X86_64 = {
     "io_setup": 206,
     # Memory taken out of the kernel's direct map (fragments it for the whole host).
     "memfd_secret": 447,
+    # Memory no process owns: a memfd written and never mapped is charged to the sandbox
+    # but is in no process's resident set, so the OOM killer, which picks the largest
+    # process, took the zygote and the supervisor first (and without a cgroup, in the
+    # process backend run by an ordinary user, RLIMIT_AS does not count it at all). Agent
+    # code keeps shared memory that is counted: files on the capped tmpfs mounts, and
+    # anonymous shared mappings (in the mapping process's resident set).
+    "memfd_create": 319,
 }
 _CLONE, _CLONE3 = 56, 435
 _AUDIT_ARCH_X86_64 = 0xC000003E

@@ -431,6 +431,25 @@ def _ipc_objects() -> list:
     return found
 
 
+_SOCKET_TABLES = ("/proc/net/tcp", "/proc/net/tcp6", "/proc/net/udp", "/proc/net/udp6", "/proc/net/raw",
+                  "/proc/net/raw6")
+
+
+def _sockets() -> int:
+    """Internet sockets this network namespace still lists. None is the machinery's, so
+    after the agent's processes are gone any row is state they left: a closed connection
+    stays in TIME_WAIT for 60 s, and the ports it holds can be read by the next episode
+    (a bind to them fails). No user can end that state early; the sandbox is retired."""
+    rows = 0
+    for path in _SOCKET_TABLES:
+        try:
+            with open(path) as f:
+                rows += max(0, sum(1 for line in f if line.strip()) - 1)
+        except OSError:
+            continue
+    return rows
+
+
 def _remove_ipc_objects() -> None:
     for call, ident in _ipc_objects():
         if call == "semctl":
@@ -1012,6 +1031,9 @@ class Supervisor:
             return {"seq": req["seq"], "ok": False, "error": "reset incomplete: " + "; ".join(leftovers)[:2000]}, b""
         self.cell = 0  # an episode's cells are numbered from 1: a count across resets tells of earlier episodes
         self.ensure_ready(req["seq"])
+        # The OOM kills of this episode's processes are not the next one's: a SIGKILLed
+        # interpreter there would read "oom" (and tell it of this episode).
+        self.oom_baseline = _oom_kills()
         self.memory_freed = None  # after the reset's own interpreter start: the next episode hears nothing of this one
         return {"seq": req["seq"], "ok": True}, b""
 
@@ -1042,6 +1064,9 @@ class Supervisor:
         objects = _ipc_objects()
         if objects:
             found.append(f"{len(objects)} SysV IPC objects")
+        sockets = _sockets()
+        if sockets:
+            found.append(f"{sockets} sockets (a closed connection lingers in TIME_WAIT)")
         pids = self.agent_pids()
         if pids:
             found.append(f"{len(pids)} processes of agent code")

@@ -1120,3 +1120,99 @@ async def test_a_sandbox_cannot_use_up_the_hosts_pseudo_terminals(pool):
         with open("/proc/sys/kernel/pty/nr") as f:
             held = int(f.read()) - before
         assert held < 16, f"agent code holds {held} of the host's ptys"
+
+
+HOG_MEMORY_NO_PROCESS_OWNS = textwrap.dedent("""
+    import subprocess, sys
+    # After the cell has returned: memory written into a memfd and never mapped is charged
+    # to the sandbox but is in no process's resident set, so the kernel's OOM killer,
+    # which picks the largest process, took the zygote and the supervisor first.
+    subprocess.Popen([sys.executable, '-S', '-I', '-c',
+        "import os, time\\n"
+        "try:\\n"
+        "    open('/proc/self/oom_score_adj', 'w').write('0')\\n"
+        "except OSError:\\n"
+        "    pass\\n"
+        "time.sleep(0.5)\\n"
+        "fd = os.memfd_create('hog')\\n"
+        "for _ in range(1200):\\n"
+        "    os.write(fd, b'x' * (1 << 20))\\n"
+        "time.sleep(60)\\n"], start_new_session=True, stderr=subprocess.DEVNULL)
+    'launched'
+""")
+
+
+async def test_memory_that_no_process_owns_cannot_get_the_machinery_killed(pool):
+    """Round six: a background process fills a memfd (1.2 GB against a 512 MB sandbox)
+    after its cell returned. The supervisor died, the pool counted a dead sandbox between
+    cells as infrastructure and replaced it: the agent's memory cost the infrastructure a
+    container per call. Property: the sandbox survives, nothing is replaced."""
+    async with pool.sandbox() as sb:
+        await _run(sb, "x = 1")
+        replaced = pool.stats.replaced
+        launched = await _run(sb, HOG_MEMORY_NO_PROCESS_OWNS)
+        assert launched.status == "ok" and launched.value == "'launched'", launched
+        await asyncio.sleep(6)
+        after = await _run(sb, "6 * 7")
+        assert after.status == "ok" and after.value == "42", after
+        assert pool.stats.replaced == replaced, "memory no process owns killed the sandbox's machinery"
+
+
+LINGER_ON_LOOPBACK = textwrap.dedent("""
+    import socket
+    # The message, as the ports of closed connections: the server side of each stays in
+    # TIME_WAIT for 60 s after every process is gone, and a bind to it then fails.
+    for port in (41001, 41003, 41004, 41007):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(('127.0.0.1', port))
+        s.listen(1)
+        c = socket.create_connection(('127.0.0.1', port))
+        a, _ = s.accept()
+        a.close(); c.close(); s.close()
+    'sent'
+""")
+
+READ_LINGERING = textwrap.dedent("""
+    import socket
+    seen = []
+    for port in range(41000, 41010):
+        s = socket.socket()
+        try:
+            s.bind(('127.0.0.1', port))
+        except OSError:
+            seen.append(port)
+        finally:
+            s.close()
+    rows = sum(len(open(f'/proc/net/{t}').read().splitlines()) - 1 for t in ('tcp', 'tcp6'))
+    (seen, rows)
+""")
+
+
+async def test_connections_closed_in_one_episode_say_nothing_to_the_next(pool):
+    """Round six: closed loopback connections outlived the reset (TIME_WAIT, 60 s), so
+    an episode could leave the next one a message in port numbers. Property: the next
+    episode finds no socket state of the last."""
+    async with pool.sandbox() as sb:
+        sent = await _run(sb, LINGER_ON_LOOPBACK)
+        assert sent.status == "ok" and sent.value == "'sent'", sent
+    async with pool.sandbox() as sb:
+        seen = await _run(sb, READ_LINGERING)
+        assert seen.status == "ok" and seen.value == "([], 0)", seen
+
+
+async def test_an_oom_kill_in_one_episode_does_not_relabel_the_next_episodes_crash(pool):
+    """Round six: the OOM count a worker's death is judged by was taken at start-up, not
+    at reset. An OOM-killed subprocess in one episode made a plain ``SIGKILL`` of the next
+    episode's interpreter read "oom": a bit carried across episodes, and a wrong cause."""
+    if pool.kind == "runsc":
+        pytest.skip("gVisor: every episode gets a fresh sandbox (its resets cannot be checked)")
+    async with pool.sandbox() as sb:
+        hog = await _run(sb, """
+            import subprocess, sys
+            subprocess.run([sys.executable, '-c', 'b = bytearray(2 << 30)'], stderr=subprocess.DEVNULL).returncode
+        """, timeout=30)
+        assert hog.status == "ok" and hog.value == "-9", hog  # the subprocess was OOM-killed
+    async with pool.sandbox() as sb:
+        killed = await _run(sb, "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+        assert killed.status == "crash", killed
