@@ -496,7 +496,15 @@ class SearchFamilyV2(SearchFamily):
     """
 
     version = 2  # v2: search-data-v2 questions over the v2 corpus, the v2 scorer
-    bundled_scorer = "grade_answer_v2"
+
+    @property
+    def bundled_scorer(self) -> str:  # type: ignore[override]
+        """The scorer and the rules it grades by (its version and the alias tables'): a
+        change in what it accepts changes the fingerprint."""
+        from tasks.search.aliases import ALIAS_TABLES_VERSION
+        from tasks.search.scoring_v2 import SCORER_VERSION
+
+        return f"grade_answer_v2@{SCORER_VERSION}/aliases@{ALIAS_TABLES_VERSION}"
 
     def grade(self, answer: str, question: Question) -> Grade:
         """The v2 scorer, told what the template asks for (a capital, a year, a person ...)."""

@@ -12,13 +12,15 @@ person would write, from the same sources the corpus is built from:
 * currencies: the ISO list name, the ISO code, the unit ("naira", "won", "ruble") and the
   issuing country's demonym with the unit ("Nigerian naira");
 * people with a corpus article: the surname alone ("Beethoven") when no other entity of
-  the tables has it;
+  the tables has it (none for an epithet or a place: "William the Silent", "Joan of Arc");
 * languages: a few common other names ("Farsi");
 * contested capitals: every city the corpus names as a seat of government.
 
 A generated form that two entities share is dropped (it would accept a wrong answer);
-hand-written forms and currency units are kept (the question names the country, so
-"ruble" is one currency there). Tables ship as ``alias_tables/aliases.json`` (rebuilt by
+hand-written forms and currency units are kept, but a currency form that two currencies
+share ("dollar", "won", "CFA franc") counts only with ``kind="currency_named"``: when the
+question names the country, "ruble" is one currency; when the country is a hidden hop
+("the currency of the country where X was born"), it is a guess that skips that hop. Tables ship as ``alias_tables/aliases.json`` (rebuilt by
 ``python -m tasks.search.aliases`` from the installed sources and ``curated.json``).
 """
 
@@ -48,11 +50,14 @@ __all__ = [
 ]
 
 TABLE_DIR = Path(__file__).with_name("alias_tables")
-ALIAS_TABLES_VERSION = 1  # bump when the build rules (not the data) change
+ALIAS_TABLES_VERSION = 2  # bump when the build rules (not the data) change
 
 GroupKind = Literal["country", "city", "currency", "person", "language"]
-AnswerKind = Literal["entity", "country", "capital", "city", "currency", "person", "language", "year", "number"]
-"""What a question asks for; it chooses which tables may widen its golds ("entity": any)."""
+AnswerKind = Literal["entity", "country", "capital", "city", "currency", "currency_named", "person", "language",
+                     "year", "number"]
+"""What a question asks for; it chooses which tables may widen its golds ("entity": any).
+"currency_named" is a currency of a country the question names: only then does a unit that
+several currencies share ("dollar") say which one."""
 
 _GROUP_KINDS: dict[str, frozenset[str]] = {
     "entity": frozenset({"country", "city", "currency", "person", "language"}),
@@ -60,6 +65,7 @@ _GROUP_KINDS: dict[str, frozenset[str]] = {
     "country": frozenset({"country"}),
     "city": frozenset({"city"}),
     "currency": frozenset({"currency"}),
+    "currency_named": frozenset({"currency"}),
     "person": frozenset({"person"}),
     "language": frozenset({"language"}),
     "year": frozenset(),
@@ -167,6 +173,20 @@ class AliasTables:
         unique = {key: sets[0] for key, sets in listed.items() if len(sets) == 1}
         return {**unique, **first}
 
+    @functools.cached_property
+    def _shared_currency_keys(self) -> frozenset[str]:
+        """Forms that two currencies share ("dollar", "won"): one currency only once the country is named."""
+        owners: dict[str, set[int]] = defaultdict(set)
+        for i, group in enumerate(self.groups):
+            if group.kind == "currency":
+                for form in (group.name, *group.forms):
+                    owners[alias_key(form)].add(i)
+        return frozenset(key for key, groups in owners.items() if len(groups) > 1)
+
+    def kinds_of(self, form: str) -> frozenset[str]:
+        """The kinds of the groups that have ``form`` ("currency" for "US dollar")."""
+        return frozenset(self.groups[i].kind for i in self._index.get(alias_key(form), ()))
+
     def groups_of(self, gold: str, kind: AnswerKind = "entity") -> tuple[AliasGroup, ...]:
         """The groups a gold names, among those ``kind`` allows.
 
@@ -191,7 +211,9 @@ class AliasTables:
 
     def expand(self, golds: Sequence[str], kind: AnswerKind = "entity") -> tuple[str, ...]:
         """Every accepted form of the golds: theirs, their groups', and for ``kind="capital"``
-        every capital of a country with a contested capital."""
+        every capital of a country with a contested capital. A currency form that two
+        currencies share ("dollar") is only accepted with ``kind="currency_named"`` (or as a
+        gold as written)."""
         names = list(golds)
         if kind == "capital":
             for gold in golds:
@@ -199,7 +221,10 @@ class AliasTables:
         out = list(names)
         for name in names:
             for group in self.groups_of(name, kind):
-                out.extend([group.name, *group.forms])
+                forms = [group.name, *group.forms]
+                if group.kind == "currency" and kind != "currency_named":
+                    forms = [f for f in forms if alias_key(f) not in self._shared_currency_keys]
+                out.extend(forms)
         return tuple(dict.fromkeys(out))
 
     def cities_named(self, golds: Sequence[str], kind: AnswerKind) -> tuple[AliasGroup, ...]:
@@ -307,9 +332,11 @@ def _currency_drafts(countries: dict, currency_names: dict[str, str], curated: d
 
 
 def _surname_forms(person_name: str) -> list[str]:
-    """"Ludwig van Beethoven" -> ["Beethoven", "van Beethoven"]; [] for one-word names."""
+    """"Ludwig van Beethoven" -> ["Beethoven", "van Beethoven"]; [] for one-word names and for
+    names with an epithet or a place ("William the Silent", "Joan of Arc", "Philip V of Spain")."""
     words = person_name.split()
-    if len(words) < 2 or "," in person_name or _NAME_SUFFIX.search(person_name):
+    if len(words) < 2 or "," in person_name or _NAME_SUFFIX.search(person_name) or \
+            any(w.casefold() in ("of", "the") for w in words[1:-1]):
         return []
     forms = [words[-1]]
     i = len(words) - 1

@@ -148,13 +148,19 @@ TEMPLATES_V2: dict[str, TemplateV2] = {t.name: t for t in (
 
 def answer_kind(template: str) -> str | None:
     """What a v2 template's answer is, for the v2 scorer's ``kind`` ("capital" accepts every
-    seat of a contested capital; "year" compares numbers); ``None`` for an unknown template.
+    seat of a contested capital; "year" compares numbers; "currency_named" where the question
+    names the country, so a unit several currencies share, "dollar", says which one; "currency"
+    where the country is a hidden hop); ``None`` for an unknown template.
 
     >>> answer_kind("death_of_neighbour"), answer_kind("city_shared_neighbour_capital")
     ('year', 'capital')
+    >>> answer_kind("currency_of_country"), answer_kind("person_country_currency")
+    ('currency_named', 'currency')
     """
     if template not in TEMPLATES_V2:
         return None
+    if template == "currency_of_country":
+        return "currency_named"
     if template.startswith("country_of") or template == "place_country":
         return "country"
     if template.endswith("_year") or template.startswith("death_of") or template == "compatriot_death":

@@ -30,6 +30,11 @@ def report():
 def test_search_v2_is_registered_with_its_own_data_and_v1_still_makes_v1(env):
     fields = env.unwrapped.fingerprint.fields
     assert fields["env"] == "agentgym/Search-v2" and fields["dataset_builder"] == "search-data-v2-1"
+    # what the scorer accepts is part of the env: runs graded by other rules never compare
+    from tasks.search.aliases import ALIAS_TABLES_VERSION
+    from tasks.search.scoring_v2 import SCORER_VERSION
+
+    assert fields["scorer"] == f"grade_answer_v2@{SCORER_VERSION}/aliases@{ALIAS_TABLES_VERSION}"
     tags = gym.make("agentgym/SearchR1-v2")
     assert tags.unwrapped.fingerprint.fields["dataset_builder"] == "search-data-v2-1"
     tags.close()

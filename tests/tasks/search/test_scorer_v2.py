@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks.search.aliases import TABLE_DIR, alias_key, build_alias_tables, fold, load_alias_tables
+from tasks.search.aliases import TABLE_DIR, _surname_forms, alias_key, build_alias_tables, fold, load_alias_tables
 from tasks.search.scoring_v2 import accepted_answers, grade_answer_v2, parse_number
+from tasks.search.v2 import answer_kind
 
 US = ["United States", "United States of America"]
 DRC = ["Democratic Republic of the Congo", "DR Congo", "Congo-Kinshasa"]
@@ -87,24 +88,32 @@ RIGHT: list[tuple[str, list[str], str | None]] = [
     ("Abuja, Nigeria", ["Abuja"], None),
     # currencies: the unit, the issuer's adjective, other spellings
     ("Nigerian naira", NGN, None), ("naira", NGN, None), ("NGN", NGN, None), ("the naira", NGN, "currency"),
-    ("South Korean won", KRW, None), ("won", KRW, None), ("Korean won", KRW, None),
-    ("North Korean won", KPW, None), ("won", KPW, "currency"),
+    ("South Korean won", KRW, None), ("won", KRW, "currency_named"), ("Korean won", KRW, None),
+    ("North Korean won", KPW, None), ("won", KPW, "currency_named"),
     ("shekel", ILS, None), ("new shekel", ILS, None), ("Israeli new shekel", ILS, None), ("NIS", ILS, None),
     ("sheqel", ILS, None), ("córdoba", NIO, None), ("cordoba", NIO, None), ("Nicaraguan córdoba", NIO, None),
-    ("ruble", RUB, None), ("rouble", RUB, None), ("Russian rouble", RUB, None), ("Russian ruble", RUB, None),
+    ("ruble", RUB, "currency_named"), ("rouble", RUB, "currency_named"), ("Russian rouble", RUB, None), ("Russian ruble", RUB, None),
     ("RUB", RUB, None), ("US dollar", USD, None), ("U.S. dollar", USD, None), ("United States dollar", USD, None),
-    ("dollar", USD, None), ("USD", USD, None), ("euro", EUR, None), ("Euro", EUR, "currency"), ("the euro", EUR, None),
+    ("dollar", USD, "currency_named"), ("USD", USD, None), ("euro", EUR, None), ("Euro", EUR, "currency"), ("the euro", EUR, None),
     ("yuan", CNY, None), ("renminbi", CNY, None), ("Chinese yuan", CNY, None), ("RMB", CNY, None),
-    ("pound sterling", GBP, None), ("British pound", GBP, None), ("sterling", GBP, None), ("pound", GBP, None),
+    ("pound sterling", GBP, None), ("British pound", GBP, None), ("sterling", GBP, None), ("pound", GBP, "currency_named"),
     ("rand", ["Rand", "ZAR"], None), ("South African rand", ["Rand", "ZAR"], None),
     ("złoty", ["Zloty", "PLN"], None), ("Polish zloty", ["Zloty", "PLN"], None), ("metical", ["Mozambique Metical", "MZN"], None),
-    ("Mozambican metical", ["Mozambique Metical", "MZN"], None), ("CFA franc", ["CFA Franc BCEAO", "XOF"], None),
+    ("Mozambican metical", ["Mozambique Metical", "MZN"], None), ("CFA franc", ["CFA Franc BCEAO", "XOF"], "currency_named"),
     ("West African CFA franc", ["CFA Franc BCEAO", "XOF"], None), ("Indian rupee", ["Indian Rupee", "INR"], None),
-    ("rupee", ["Indian Rupee", "INR"], None), ("Turkish lira", ["Turkish Lira", "TRY"], None), ("lira", ["Turkish Lira", "TRY"], None),
+    ("rupee", ["Indian Rupee", "INR"], "currency_named"), ("Turkish lira", ["Turkish Lira", "TRY"], None), ("lira", ["Turkish Lira", "TRY"], None),
     ("yen", ["Yen", "JPY"], None), ("Japanese yen", ["Yen", "JPY"], None), ("Tongan pa'anga", ["Pa'anga", "TOP"], None),
     ("hryvnia", ["Hryvnia", "UAH"], None), ("Ukrainian hryvnia", ["Hryvnia", "UAH"], None),
     ("bolívar", ["Bolívar Soberano", "VES"], None), ("Venezuelan bolivar", ["Bolívar Soberano", "VES"], None),
     ("Belarusian ruble", BYN, None), ("Belarusian rouble", BYN, None),
+    # a unit no other currency has is one currency even where the country is a hidden hop
+    ("naira", NGN, "currency"), ("yen", ["Yen", "JPY"], "currency"), ("shekel", ILS, "currency"),
+    ("won", ["Won", "KRW"], "currency"),  # the gold as written
+    # plurals
+    ("dollars", USD, "currency_named"), ("US dollars", USD, "currency"), ("euros", EUR, "currency"),
+    ("Euros", EUR, None), ("Kenyan shillings", ["Kenyan Shilling", "KES"], "currency"),
+    ("pesos", ["Mexican Peso", "MXN"], "currency_named"), ("Mexican pesos", ["Mexican Peso", "MXN"], "currency"),
+    ("Russian rubles", RUB, "currency"),
     # people: folding and unambiguous surnames
     ("Beethoven", ["Ludwig van Beethoven"], None), ("van Beethoven", ["Ludwig van Beethoven"], None),
     ("Ludwig van Beethoven", ["Ludwig van Beethoven"], "person"), ("Einstein", ["Albert Einstein"], None),
@@ -112,11 +121,21 @@ RIGHT: list[tuple[str, list[str], str | None]] = [
     ("Orsted", ["Hans Christian Ørsted"], None), ("Abu Hanifa", ["Abu Hanifa"], None),
     # languages
     ("Farsi", ["Persian"], None), ("Mandarin", ["Chinese"], "language"), ("Kiswahili", ["Swahili"], None),
+    ("Ukrainian language", ["Ukrainian"], "language"), ("the Ukrainian language", ["Ukrainian"], "language"),
+    ("Farsi language", ["Persian"], "language"), ("Ukrainian language", ["Ukrainian"], None),
+    # a city with its country in brackets
+    ("Tripoli (Libya)", ["Tripoli"], "capital"), ("Tripoli, Libya", ["Tripoli"], "capital"),
+    ("Paris (France)", ["Paris"], None),
     # years and numbers
     ("1954", ["1954"], None), ("in 1954", ["1954"], None), ("In 1954", ["1954"], None), ("the year 1954", ["1954"], None),
     ("year 1954", ["1954"], None), ("1954.", ["1954"], None), ("1954 AD", ["1954"], None), ("AD 1954", ["1954"], None),
     ("1954 CE", ["1954"], None), ("1,954", ["1954"], None), (" 1954 ", ["1954"], "year"), ("in the year 1954", ["1954"], None),
     ("1603", ["1603"], "year"), ("12,000", ["12000"], "number"), ("12000", ["12000"], "number"), ("3.5", ["3.5"], None),
+    # a year as one full date, and wrapped in quotes or markdown
+    ("March 3, 1954", ["1954"], "year"), ("3 March 1954", ["1954"], "year"), ("1954-03-03", ["1954"], "year"),
+    ("Mar. 3, 1954", ["1954"], "year"), ("3 March 1954.", ["1954"], "year"), ("on March 3, 1954", ["1954"], "year"),
+    ("**1954**", ["1954"], "year"), ('"1954"', ["1954"], "year"), ("1954.", ["1954"], "year"), ("`1954`", ["1954"], "year"),
+    ("“1954”", ["1954"], "year"), ("*1954*", ["1954"], None),
 ]
 
 WRONG: list[tuple[str, list[str], str | None]] = [
@@ -155,6 +174,12 @@ WRONG: list[tuple[str, list[str], str | None]] = [
     ("dinar", RUB, None), ("Nigerian dollar", NGN, None), ("cedi", NGN, None), ("colon", NIO, None),
     ("Israeli dollar", ILS, None), ("lira", ["Euro", "EUR"], None), ("Central African CFA franc", ["CFA Franc BCEAO", "XOF"], None),
     ("INR", ["Pakistan Rupee", "PKR"], None),
+    # a unit several currencies share, where the country is a hidden hop (or not said at all)
+    ("dollar", ["Jamaican Dollar", "JMD"], "currency"), ("dollar", USD, "currency"), ("dollars", USD, "currency"),
+    ("dollar", USD, None), ("won", KPW, "currency"), ("pound", GBP, "currency"), ("dinar", ["Iraqi Dinar", "IQD"], "currency"),
+    ("peso", ["Mexican Peso", "MXN"], "currency"), ("krone", ["Danish Krone", "DKK"], "currency"),
+    ("som", ["Uzbekistan Sum", "UZS"], "currency"), ("ruble", RUB, "currency"), ("rupee", ["Indian Rupee", "INR"], None),
+    ("Australian dollars", USD, "currency_named"), ("euros", USD, "currency_named"),
     # people: another person, an ambiguous surname, a first name
     ("Mozart", ["Ludwig van Beethoven"], None), ("Ludwig", ["Ludwig van Beethoven"], None),
     ("Beethoven", ["Albert Einstein"], None), ("Albert", ["Albert Einstein"], None), ("Washington", ["George Washington"], None),
@@ -167,6 +192,13 @@ WRONG: list[tuple[str, list[str], str | None]] = [
     ("54", ["1954"], None), ("19540", ["1954"], None), ("1,9540", ["1954"], None), ("1.954", ["1954"], None),
     ("195", ["1954"], "year"), ("nineteen fifty-four", ["1954"], None), ("June 1954 or 1955", ["1954"], None),
     ("12,001", ["12000"], "number"), ("1200", ["12000"], "number"), ("2", ["3"], None),
+    ("1954.00000000000001", ["1954"], "year"), ("1954.00000000000001", ["1954"], None), ("1954.0000001", ["1954"], "year"),
+    ("12000.000000000001", ["12000"], "number"), ("March 3, 1953", ["1954"], "year"), ("1954-1955", ["1954"], "year"),
+    ("1950s", ["1954"], "year"), ("1954-13-03", ["1954"], "year"), ("March 1954", ["1954"], "number"),
+    ("March 3, 1954", ["1954"], None), ("**1953**", ["1954"], "year"), ("1954-03", ["1954"], "year"),
+    # languages and bracketed countries: the right shape, the wrong name
+    ("English language", ["Ukrainian"], "language"), ("Tripoli (Lebanon)", ["Tripoli"], "capital"),
+    ("Paris (Texas)", ["Paris"], None),
     # empty, evasive, too long
     ("", ["Paris"], None), ("   ", ["Paris"], None), ("?", ["Paris"], None), ("unknown", ["Paris"], None),
     ("I don't know", ["Paris"], None), ("Paris " * 30, ["Paris"], None), ("The capital is Paris", ["Paris"], None),
@@ -183,6 +215,8 @@ SPRAYS: list[tuple[str, list[str], str | None]] = [
     ("1954/1955", ["1954"], None), ("USA or Canada", US, None), ("USA, Canada, Mexico", US, None),
     ("ruble or rouble", RUB, None), ("won, yen", KRW, None), ("Beethoven and Mozart", ["Ludwig van Beethoven"], None),
     ("Washington, D.C. or New York", ["Washington"], None), ("Paris + Lyon", ["Paris"], None),
+    ("1953 or 1954", ["1954"], "year"), ("March 3, 1954 or 1955", ["1954"], "year"), ("1954, 1955", ["1954"], "year"),
+    ("dollars or euros", USD, "currency_named"), ("Tripoli (Libya) or Benghazi", ["Tripoli"], "capital"),
 ]
 
 
@@ -240,6 +274,46 @@ def test_parse_number():
         assert parse_number(text) is None, text
 
 
+def test_numbers_are_parsed_exactly():
+    """A float would read "1954.00000000000001" as 1954."""
+    assert parse_number("1954.00000000000001") != parse_number("1954")
+    assert parse_number("3.50") == parse_number("3.5") and parse_number("0.1") + parse_number("0.2") == parse_number("0.3")
+    assert grade_answer_v2("1954.00000000000001", ["1954"], kind="year").reward == 0.0
+
+
+def test_only_currency_of_country_names_the_country():
+    assert answer_kind("currency_of_country") == "currency_named"
+    for template in ("city_country_currency", "person_country_currency", "shared_neighbour_currency"):
+        assert answer_kind(template) == "currency", template
+
+
+def test_a_shared_unit_is_accepted_only_when_the_question_names_the_country():
+    jmd = ["Jamaican Dollar", "JMD"]
+    assert grade_answer_v2("dollar", jmd, kind="currency_named").reward == 1.0
+    assert grade_answer_v2("dollar", jmd, kind="currency").reward == 0.0
+    assert "Dollar" in accepted_answers(jmd, "currency_named") and "Dollar" not in accepted_answers(jmd, "currency")
+    assert "Jamaica Dollar" in accepted_answers(jmd, "currency")
+    for form in accepted_answers(jmd, "currency"):
+        assert grade_answer_v2(form, jmd, kind="currency").reward == 1.0, form
+
+
+def test_surname_forms_skip_epithets_and_places():
+    for name in ["William the Silent", "Joan of Arc", "Philip V of Spain", "Alfred the Great", "John of the Cross",
+                 "Augustine of Hippo"]:
+        assert _surname_forms(name) == [], name
+    assert _surname_forms("Friedrich Hayek") == ["Hayek"]
+    assert _surname_forms("Ludwig van Beethoven") == ["Beethoven", "van Beethoven"]
+    assert _surname_forms("Charles de Gaulle") == ["Gaulle", "de Gaulle"]
+
+
+def test_the_shipped_tables_hold_no_epithet_as_a_surname():
+    for answer, gold in [("the Silent", "William the Silent"), ("Silent", "William the Silent"), ("Arc", "Joan of Arc"),
+                         ("of Arc", "Joan of Arc"), ("of Spain", "Philip V of Spain"), ("the Great", "Alfred the Great")]:
+        assert grade_answer_v2(answer, [gold], kind="person").reward == 0.0, answer
+    assert grade_answer_v2("Hayek", ["Friedrich Hayek"], kind="person").reward == 1.0
+    assert grade_answer_v2("Joan of Arc", ["Joan of Arc"], kind="person").reward == 1.0
+
+
 def test_a_gold_that_names_two_entities_is_not_widened():
     # Luxembourg is a country and its capital; without a kind neither's other forms count.
     tables = load_alias_tables()
@@ -291,6 +365,8 @@ def test_the_docs_scoring_examples_run_as_written():
 
 
 def _kind_of(template: str) -> str:
+    if template == "currency_of_country":
+        return "currency_named"  # the question names the country
     for suffix in ("capital", "currency", "language"):
         if template.endswith(suffix):
             return suffix
