@@ -23,11 +23,15 @@ class MetricsLogger:
     """Writes metrics of the main process. Non-finite values are written as ``null``."""
 
     def __init__(self, run_dir: str | Path, *, tensorboard: bool = True, wandb_project: str | None = None,
-                 config: Mapping[str, Any] | None = None) -> None:
+                 config: Mapping[str, Any] | None = None, fresh: bool = True) -> None:
+        """``fresh``: a new run, which starts ``metrics.jsonl`` empty (an earlier run's
+        rows in the same directory would be read as this one's by ``agentgym plot`` and
+        the ablation); ``False`` for a resumed run, which keeps them (see
+        :meth:`drop_after`)."""
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.run_dir / "metrics.jsonl"
-        self._file = self.path.open("a", encoding="utf-8")
+        self._file = self.path.open("w" if fresh else "a", encoding="utf-8")
         self._tb = None
         if tensorboard:
             try:
@@ -52,6 +56,16 @@ class MetricsLogger:
                     self._tb.add_scalar(k, v, step)
         if self._wandb is not None:
             self._wandb.log(dict(clean), step=step)
+
+    def drop_after(self, step: int) -> int:
+        """Remove the rows of steps after ``step`` (a resumed run's checkpoint step: the
+        run that wrote them stopped later and those steps are run again); returns how many."""
+        self._file.close()
+        lines = self.path.read_text(encoding="utf-8").splitlines(keepends=True)
+        kept = [line for line in lines if line.strip() and json.loads(line).get("step", 0) <= step]
+        self.path.write_text("".join(kept), encoding="utf-8")
+        self._file = self.path.open("a", encoding="utf-8")
+        return len(lines) - len(kept)
 
     def close(self) -> None:
         self._file.close()

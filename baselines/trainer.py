@@ -242,7 +242,7 @@ class Trainer:
                                  fleet=config.rollout.fleet, fleet_workers=config.rollout.fleet_workers,
                                  fleet_address=config.rollout.fleet_address)
         self.logger = MetricsLogger(self.run_dir, tensorboard=config.log.tensorboard, wandb_project=config.log.wandb_project,
-                                    config=config_to_dict(config)) if self.info.is_main else None
+                                    config=config_to_dict(config), fresh=not self._resuming()) if self.info.is_main else None
         self.watch = make_reward_watch(config, self.run_dir, self.info.is_main, self.env_kwargs)  # reward-jump alarm
         self.outage = OutageWatch(config.rollout.outage_frac, config.rollout.outage_steps, self.info)
         self.last_infra_causes: dict[str, int] = {}
@@ -251,6 +251,8 @@ class Trainer:
             restored = load_checkpoint(self.run_dir / "checkpoint", model=self.model, optimizer=self.optimizer, ewma=self.ewma, info=self.info,
                                        copy_optimizer=self.updater.copy_optimizer)
             self.step = restored["step"]
+            if self.logger is not None:
+                self.logger.drop_after(self.step)
             if "task_replay" in restored["extra"]:  # a checkpoint saved without replay starts it with an empty buffer
                 self.replay.load_state_dict(restored["extra"]["task_replay"])
         rollout_class = TeamRollout if config.env.is_team else AsyncRollout
@@ -775,8 +777,8 @@ def _paired_gain_se(m: float, total: float, squares: float) -> float | None:
     """Standard error of the mean of paired differences, s_d / sqrt(m), with
     s_d^2 = (sum d^2 - (sum d)^2 / m) / (m - 1).
 
-    Why: before and after are scored on the same tasks (and the same sampling seeds),
-    so their errors are correlated: a task the start solves, the end mostly solves too.
+    Why: before and after are scored on the same tasks (not the same draws per task: a
+    batch is seeded, not each episode), so their errors are correlated: a task the start solves, the end mostly solves too.
     The unpaired ``gain_se`` treats them as independent and overstates the noise; the
     paired one is the usual test for two policies on one fixed evaluation set."""
     if m < 2:
