@@ -1216,3 +1216,50 @@ async def test_an_oom_kill_in_one_episode_does_not_relabel_the_next_episodes_cra
     async with pool.sandbox() as sb:
         killed = await _run(sb, "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
         assert killed.status == "crash", killed
+
+
+FILL_SOCKET_BUFFERS_LATER = textwrap.dedent("""
+    import subprocess, sys
+    HOG = '''
+    import os, socket, time
+    try:
+        open('/proc/self/oom_score_adj', 'w').write('0')
+    except OSError:
+        pass
+    time.sleep(3)
+    held = []
+    for _ in range(120):
+        a, b = socket.socketpair()
+        a.setblocking(False)
+        held.append((a, b))
+        try:
+            while True:
+                a.send(b'x' * 65536)
+        except OSError:
+            pass
+    time.sleep(60)
+    '''
+    for _ in range(30):
+        subprocess.Popen([sys.executable, '-S', '-I', '-c', HOG], start_new_session=True, stderr=subprocess.DEVNULL)
+    'launched'
+""")
+
+
+@pytest.mark.xfail(reason="open (round six): socket buffers are memory no process owns too, and unlike memfd they "
+                   "cannot be refused or capped here (net.core.wmem_* are not per network namespace on this "
+                   "kernel; CAP_SYS_RESOURCE, which would pin agent processes' OOM score, is not in the engine's "
+                   "bounding set). docs/sandboxes.md, 'Open'", strict=False)
+async def test_socket_buffers_filled_after_a_cell_cannot_get_the_machinery_killed(pool):
+    """30 background processes queue 26 MB each on socketpairs after their cell returned
+    (780 MB against 512 MB): the OOM killer takes the worker, the zygote and then the
+    supervisor, and the pool counts the dead sandbox as infrastructure (measured on runc,
+    2026-12-06: replaced 1)."""
+    async with pool.sandbox() as sb:
+        await _run(sb, "x = 1")
+        replaced = pool.stats.replaced
+        launched = await _run(sb, FILL_SOCKET_BUFFERS_LATER, timeout=30)
+        assert launched.status == "ok", launched
+        await asyncio.sleep(15)
+        after = await _run(sb, "6 * 7")
+        assert after.status == "ok" and after.value == "42", after
+        assert pool.stats.replaced == replaced, "socket buffers no process owns killed the sandbox's machinery"
