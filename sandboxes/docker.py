@@ -17,6 +17,7 @@ import asyncio
 import json
 import random
 import threading
+import time
 from typing import Any
 
 from sandboxes.attach import AttachedStream, attach_container
@@ -264,6 +265,20 @@ class DockerSandbox(SupervisedSandbox):
             self._dead = True
             return False
         return self._container.status in ("created", "running")
+
+    def _killed_by_memory(self, since: float) -> bool:
+        """Whether the engine saw the container's memory cgroup kill a process after
+        ``since``: its ``oom`` events (one per kill; the engine keeps recent events).
+        Any trouble asking says False: the death then stays the infrastructure's."""
+        if self._container is None:
+            return False
+        try:
+            with engine_calls(self.engine_url, "asking the engine for the container's OOM events"):
+                events = self._docker().api.events(since=int(since) - 1, until=int(time.time()) + 1, decode=True,
+                                                   filters={"container": self._container.id, "event": "oom"})
+                return any(int(e.get("timeNano", 0)) > int(since * 1e9) for e in events)
+        except Exception:
+            return False
 
     async def _terminate(self) -> None:
         container = self._container

@@ -55,6 +55,13 @@ class SandboxCrashedError(SandboxInfraError):
     """The sandbox (container or supervisor process) died and cannot serve requests."""
 
 
+class SandboxMemoryKilledError(SandboxCrashedError):
+    """The sandbox died because its memory limit was reached: the kernel's OOM killer
+    took the machinery (supervisor, zygote) because agent processes had filled the
+    sandbox with memory no process owns (socket buffers). The agent's doing, not the
+    infrastructure's: :meth:`SupervisedSandbox.run` turns it into an ``oom`` result."""
+
+
 class InjectedFaultError(SandboxInfraError):
     """A failure made on purpose by :class:`~sandboxes.faulty.FaultyBackend`: the same
     class of error as a real one (so every retry path treats it alike), but recognisable

@@ -560,7 +560,9 @@ class PooledSandbox(Sandbox):
                 raise
             # The lease's next operation replaces the sandbox; this code is to blame.
             return ExecResult(status="crash", error=f"the sandbox died twice while running this code: {e}")
-        self._needs_replacement = False
+        # A sandbox the agent's memory ended gave its last result (``oom``, state lost):
+        # the next call gets a new one, with nothing to replay.
+        self._needs_replacement = bool(getattr(sandbox, "ended", False))
         return result
 
     async def upload(self, path: str, data: bytes) -> None:

@@ -13,6 +13,7 @@ import asyncio
 import builtins
 import hashlib
 import logging
+import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from sandboxes.errors import (
     SandboxClosedError,
     SandboxCrashedError,
     SandboxInfraError,
+    SandboxMemoryKilledError,
 )
 from sandboxes.protocol import ExecResult, Sandbox, SandboxConfig
 
@@ -62,6 +64,9 @@ class SupervisedSandbox(Sandbox):
         self._client: SupervisorClient | None = None
         self._closed = False
         self._anomaly: str | None = None
+        self._answered_at = time.time()  # the supervisor's last answer (wall time: engine events use it)
+        self.ended = False
+        """Set when agent code's memory ended the sandbox: its ``oom`` result is the last it gives."""
         self.versions: dict[str, Any] = {}
         self.episodes = 0
         """Episodes served since the last fresh start; the pool recycles after K."""
@@ -80,6 +85,13 @@ class SupervisedSandbox(Sandbox):
     def _alive(self) -> bool:
         """Best-effort liveness check after a request failed. It may block (a container
         asks its engine), so it is called from a worker thread, never on the loop."""
+
+    def _killed_by_memory(self, since: float) -> bool:
+        """Whether the sandbox's memory limit killed something after ``since`` (wall
+        time of its last answer): then a death is agent code's memory, not the
+        infrastructure. Called from a worker thread. A backend that cannot tell says
+        False, and the death stays the infrastructure's (the pool replaces and replays)."""
+        return False
 
     @abc.abstractmethod
     async def _terminate(self) -> None:
@@ -136,7 +148,9 @@ class SupervisedSandbox(Sandbox):
         if self._client is None:
             raise SandboxClosedError(f"sandbox {self.id} was never started; call start()")
         try:
-            return await self._client.request(op, fields, payload, deadline_s=deadline_s)
+            answer = await self._client.request(op, fields, payload, deadline_s=deadline_s)
+            self._answered_at = time.time()
+            return answer
         except SandboxInfraError as e:
             self.mark_anomaly(f"{op}: {e}")
             # Off the loop: for a container this asks the engine, and a stalled engine
@@ -146,6 +160,10 @@ class SupervisedSandbox(Sandbox):
             finally:
                 await self._terminate()  # hung or half-dead: kill it from outside
             if not alive:
+                if await asyncio.to_thread(self._killed_by_memory, self._answered_at):
+                    raise SandboxMemoryKilledError(
+                        f"sandbox {self.id} died during {op}: its memory limit was reached (the "
+                        "out-of-memory killer ended its machinery)") from e
                 raise SandboxCrashedError(f"sandbox {self.id} died during {op}: {e}") from e
             raise
         except asyncio.CancelledError:
@@ -157,9 +175,15 @@ class SupervisedSandbox(Sandbox):
     async def run(self, code: str, timeout: float | None = None) -> ExecResult:
         timeout = float(timeout or self.config.default_timeout_s)
         deadline = timeout + self.config.grace_s + self.config.transport_slack_s + STARTUP_TIMEOUT_S
-        header, _ = await self._request(
-            "run", {"code": code, "timeout": timeout}, deadline_s=deadline
-        )
+        try:
+            header, _ = await self._request(
+                "run", {"code": code, "timeout": timeout}, deadline_s=deadline
+            )
+        except SandboxMemoryKilledError as e:  # the agent's memory, during or after its last cell
+            self.ended = True
+            reason = ("your processes filled the sandbox's memory (memory no process owns, such as "
+                      "socket buffers, counts too) and the sandbox was ended")
+            return ExecResult(status="oom", error=str(e), state_lost=True, state_lost_reason=reason)
         if "status" not in header:
             self.mark_anomaly(header.get("error", "bad run response"))
             raise SandboxInfraError(f"sandbox {self.id} could not run code: {header.get('error')}")
