@@ -602,7 +602,9 @@ class Trainer:
         before_per_task: dict[str, list[float] | None] = {}
         if cfg.eval_every:
             kept = self._load_eval_start() if self.step else None
-            if kept is None:
+            # One decision for every rank (an evaluation is collective): any rank without
+            # its kept start makes them all evaluate.
+            if all_reduce_sum(float(kept is None), self.info) > 0:
                 last_eval, evaluated_at = self.evaluate(), self.step
                 before_eval, before_per_task, before_step = last_eval, dict(self.eval_per_task), self.step
                 self._log(self.step, {**self.sft_metrics, **last_eval})
@@ -613,6 +615,7 @@ class Trainer:
                                    "eval/*_before (and gains) are step %d's", self.step,
                                    self.run_dir / EVAL_START_DIR, self.step)
             else:
+                assert kept is not None
                 before_eval, before_per_task, before_step = kept
             summary.update(_eval_summary(before_eval, "before"))
             summary["eval/before_step"] = float(before_step)
@@ -778,7 +781,8 @@ def _paired_gain_se(m: float, total: float, squares: float) -> float | None:
     s_d^2 = (sum d^2 - (sum d)^2 / m) / (m - 1).
 
     Why: before and after are scored on the same tasks (not the same draws per task: a
-    batch is seeded, not each episode), so their errors are correlated: a task the start solves, the end mostly solves too.
+    batch is seeded, not each episode), so their errors are correlated: a task the start
+    solves, the end mostly solves too.
     The unpaired ``gain_se`` treats them as independent and overstates the noise; the
     paired one is the usual test for two policies on one fixed evaluation set."""
     if m < 2:
