@@ -274,7 +274,9 @@ class DockerSandbox(SupervisedSandbox):
             return False
         try:
             with engine_calls(self.engine_url, "asking the engine for the container's OOM events"):
-                events = self._docker().api.events(since=int(since) - 1, until=int(time.time()) + 1, decode=True,
+                # Fractional timestamps: the stream ends at once with the history (an
+                # ``until`` in the future would hold it open until then).
+                events = self._docker().api.events(since=f"{since:.9f}", until=f"{time.time():.9f}", decode=True,
                                                    filters={"container": self._container.id, "event": "oom"})
                 return any(int(e.get("timeNano", 0)) > int(since * 1e9) for e in events)
         except Exception:

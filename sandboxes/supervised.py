@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
 STARTUP_TIMEOUT_S = 120.0
+MEMORY_CHECK_TIMEOUT_S = 10.0
+"""How long a dead sandbox's backend may take to say whether its memory limit killed it."""
 """How long a new sandbox may take to start and import its preload modules."""
 
 _FILE_ERRORS = {
@@ -92,6 +94,15 @@ class SupervisedSandbox(Sandbox):
         infrastructure. Called from a worker thread. A backend that cannot tell says
         False, and the death stays the infrastructure's (the pool replaces and replays)."""
         return False
+
+    async def _asked_killed_by_memory(self) -> bool:
+        """:meth:`_killed_by_memory` off the loop, bounded: an engine that does not
+        answer in :data:`MEMORY_CHECK_TIMEOUT_S` leaves the death the infrastructure's."""
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(self._killed_by_memory, self._answered_at),
+                                          MEMORY_CHECK_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            return False
 
     @abc.abstractmethod
     async def _terminate(self) -> None:
@@ -160,7 +171,7 @@ class SupervisedSandbox(Sandbox):
             finally:
                 await self._terminate()  # hung or half-dead: kill it from outside
             if not alive:
-                if await asyncio.to_thread(self._killed_by_memory, self._answered_at):
+                if await self._asked_killed_by_memory():
                     raise SandboxMemoryKilledError(
                         f"sandbox {self.id} died during {op}: its memory limit was reached (the "
                         "out-of-memory killer ended its machinery)") from e
