@@ -33,9 +33,9 @@ log = logging.getLogger(__name__)
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
 STARTUP_TIMEOUT_S = 120.0
+"""How long a new sandbox may take to start and import its preload modules."""
 MEMORY_CHECK_TIMEOUT_S = 10.0
 """How long a dead sandbox's backend may take to say whether its memory limit killed it."""
-"""How long a new sandbox may take to start and import its preload modules."""
 
 _FILE_ERRORS = {
     cls.__name__: cls
