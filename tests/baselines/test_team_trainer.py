@@ -81,12 +81,16 @@ def _config(tmp_path, model_dir, *extra):
     ])
 
 
-def test_a_team_env_trains_every_seat_and_evaluates_per_episode(tmp_path, trained_model_dir, monkeypatch):
+def _script_the_team(monkeypatch, *middleware):
+    """The trainer's envs recorded as made (each with ``middleware`` on its tools) and its
+    engine the :class:`CoinFlipTeamEngine`, kept in the returned dict as ``engine``."""
     envs, scripted = [], {}
     make_rollout_envs = trainer_module.make_rollout_envs
 
     def recording(env_id, kwargs, count, **fleet):
         made = make_rollout_envs(env_id, kwargs, count, **fleet)
+        for env in made:
+            env.tool_middleware.extend(middleware)
         envs.extend(made)
         return made
 
@@ -96,6 +100,11 @@ def test_a_team_env_trains_every_seat_and_evaluates_per_episode(tmp_path, traine
 
     monkeypatch.setattr(trainer_module, "make_rollout_envs", recording)
     monkeypatch.setattr(trainer_module, "build_engine", scripted_engine)
+    return scripted
+
+
+def test_a_team_env_trains_every_seat_and_evaluates_per_episode(tmp_path, trained_model_dir, monkeypatch):
+    scripted = _script_the_team(monkeypatch)
     trainer = Trainer(_config(tmp_path, trained_model_dir))
     assert type(trainer.loop).__name__ == "TeamRollout"
     summary = trainer.train()
@@ -152,8 +161,7 @@ def test_a_team_evaluation_leaves_out_what_infrastructure_failed_and_never_score
     """As for single-agent envs: a team episode that infrastructure failed is counted in
     ``eval/infra_failed`` and left out of the rate; NaN when none ran (it once read 0.0,
     with the failed episodes counted as run)."""
-    envs, scripted, down = [], {}, {"calculate": False}
-    make_rollout_envs = trainer_module.make_rollout_envs
+    down = {"calculate": False}
 
     def outage(tool):
         if tool.name != "calculate":
@@ -166,19 +174,7 @@ def test_a_team_evaluation_leaves_out_what_infrastructure_failed_and_never_score
 
         return dataclasses.replace(tool, fn=fn, max_retries=0)
 
-    def recording(env_id, kwargs, count, **fleet):
-        made = make_rollout_envs(env_id, kwargs, count, **fleet)
-        for env in made:
-            env.tool_middleware.append(outage)
-        envs.extend(made)
-        return made
-
-    def scripted_engine(config, path, tokenizer, info, asynchronous=False):
-        scripted["engine"] = CoinFlipTeamEngine(tokenizer, envs)
-        return BatchingEngine(scripted["engine"], seed=0)
-
-    monkeypatch.setattr(trainer_module, "make_rollout_envs", recording)
-    monkeypatch.setattr(trainer_module, "build_engine", scripted_engine)
+    _script_the_team(monkeypatch, outage)
     trainer = Trainer(_config(tmp_path, trained_model_dir, "eval_sampled=false"))
     try:
         healthy = trainer.evaluate()
