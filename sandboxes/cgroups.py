@@ -28,6 +28,21 @@ class SandboxCgroup:
     oom_events: Path | None
     """File with the ``oom_kill`` counter the supervisor watches."""
 
+    def oom_kills(self) -> int | None:
+        """How many processes the memory limit has killed: the ``oom_kill`` line of
+        ``memory.events`` (v2) or ``memory.oom_control`` (v1, kernels since 4.13); None
+        where there is no such line or the file cannot be read."""
+        if self.oom_events is None:
+            return None
+        try:
+            for line in self.oom_events.read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+        except (OSError, ValueError):
+            pass
+        return None
+
     def join_prefix(self) -> list[str]:
         """Command prefix that moves itself into the cgroups, then execs the rest."""
         procs = " ".join(str(d / "cgroup.procs") for d in self.dirs)

@@ -431,6 +431,10 @@ class ProcessSandbox(SupervisedSandbox):
         self._dir: Path | None = None
         self._cgroup: cgroups.SandboxCgroup | None = None
         self._stream: PipeStream | None = None
+        self._oom_kills_answered: int | None = None
+        """The cgroup's OOM-kill count at the supervisor's last answer."""
+        self._oom_kills_ended: int | None = None
+        """The count when the sandbox was torn down (read before its cgroup is removed)."""
 
     @property
     def id(self) -> str:
@@ -537,6 +541,16 @@ class ProcessSandbox(SupervisedSandbox):
     def _alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    def _note_answer(self) -> None:
+        self._oom_kills_answered = self._cgroup.oom_kills() if self._cgroup is not None else None
+
+    def _killed_by_memory(self, since: float) -> bool:
+        """Whether the sandbox cgroup's OOM killer struck after the supervisor's last
+        answer: its ``oom_kill`` count then, against the count read at tear-down (the
+        cgroup is gone by now). No count (no cgroup, an old kernel) says False."""
+        before, after = self._oom_kills_answered, self._oom_kills_ended
+        return before is not None and after is not None and after > before
+
     def kill(self) -> None:
         """SIGKILL the whole process tree at once (bubblewrap gives the sandbox a session
         of its own, so the process group alone would leave it running for a moment)."""
@@ -548,6 +562,8 @@ class ProcessSandbox(SupervisedSandbox):
             self._stream.close()
         proc, self._proc = self._proc, None
         cgroup, self._cgroup = self._cgroup, None
+        if cgroup is not None:  # before it is removed: a death is told apart by it
+            self._oom_kills_ended = cgroup.oom_kills()
         # Waiting for the process group, removing the cgroup and the directory block for up to
         # seconds; off the event loop, so the other episodes' tool calls keep running.
         await asyncio.to_thread(_clean_up, proc, cgroup, self._dir)

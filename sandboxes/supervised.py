@@ -95,6 +95,11 @@ class SupervisedSandbox(Sandbox):
         False, and the death stays the infrastructure's (the pool replaces and replays)."""
         return False
 
+    def _note_answer(self) -> None:
+        """Called on the loop after each answer from the supervisor: a backend that tells
+        a memory death apart by a counter (the process backend's cgroup) reads it here,
+        cheaply. The default keeps nothing (a container's engine keeps timed events)."""
+
     async def _asked_killed_by_memory(self) -> bool:
         """:meth:`_killed_by_memory` off the loop, bounded: an engine that does not
         answer in :data:`MEMORY_CHECK_TIMEOUT_S` leaves the death the infrastructure's."""
@@ -161,6 +166,7 @@ class SupervisedSandbox(Sandbox):
         try:
             answer = await self._client.request(op, fields, payload, deadline_s=deadline_s)
             self._answered_at = time.time()
+            self._note_answer()
             return answer
         except SandboxInfraError as e:
             self.mark_anomaly(f"{op}: {e}")

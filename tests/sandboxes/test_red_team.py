@@ -1249,6 +1249,52 @@ FILL_SOCKET_BUFFERS_LATER = textwrap.dedent("""
 """)
 
 
+def _host_pids(sandbox) -> list[int]:
+    """The host pids of everything in a sandbox: its cgroup's for the process backend,
+    the engine's ``top`` for a container."""
+    if hasattr(sandbox, "_cgroup"):
+        assert sandbox._cgroup is not None, "the process backend runs as root here, with a cgroup per sandbox"
+        return [int(p) for d in sandbox._cgroup.dirs for p in (d / "cgroup.procs").read_text().split()]
+    top = sandbox._container.top()
+    column = top["Titles"].index("PID")
+    return [int(row[column]) for row in top["Processes"]]
+
+
+@pytest.mark.parametrize("pool", [pytest.param("docker", marks=pytest.mark.docker), "process"], indirect=True)
+async def test_machinery_the_memory_limit_kills_is_the_agents_oom_and_nothing_is_replayed(pool):
+    """The socket-buffer attack below kills the machinery only now and then; this makes it
+    certain. The host (as the infrastructure) raises the supervisor's OOM score to the
+    workers' 1000, the cell lowers its own worker's to 0 (as that attack's processes do)
+    and fills the sandbox's memory: the OOM killer then takes the supervisor. It died by
+    the sandbox's own memory limit, so the death is the agent's: ``oom`` with its state
+    lost, and the next call runs on a new sandbox with nothing replayed (a replay would
+    run the filling cell again). gVisor is left out: its sandbox's host processes are not
+    the agent's, and its engine reports no OOM events."""
+    async with pool.sandbox() as sb:
+        assert (await _run(sb, "x = 1")).status == "ok"
+        pids = _host_pids(sb.inner)
+        supervisors = []
+        for pid in set(pids):
+            try:
+                if b"supervisor.py" in open(f"/proc/{pid}/cmdline", "rb").read():
+                    with open(f"/proc/{pid}/oom_score_adj", "w") as f:  # raising needs no privilege
+                        f.write("1000")
+                    supervisors.append(pid)
+            except OSError:  # gone already
+                continue
+        assert supervisors, pids  # (a container's init names the supervisor in its arguments too)
+        replaced, replays_failed = pool.stats.replaced, pool.stats.replays_failed
+        filled = await _run(sb, """
+            open('/proc/self/oom_score_adj', 'w').write('0')
+            block = b'\\1' * (700 * 2**20)
+            """, timeout=30)
+        assert filled.status == "oom" and filled.state_lost and "memory" in filled.state_lost_reason, filled
+        assert pool.stats.replaced == replaced, "the death was replaced and replayed as the infrastructure's"
+        after = await _run(sb, "'x' in globals(), 6 * 7")
+        assert after.status == "ok" and after.value == "(False, 42)", after  # a new sandbox, nothing replayed
+        assert (pool.stats.replaced, pool.stats.replays_failed) == (replaced + 1, replays_failed), pool.stats
+
+
 async def test_socket_buffers_filled_after_a_cell_are_the_agents_oom_never_the_infrastructures(pool):
     """Round six: 30 background processes queue 26 MB each on socketpairs after their cell
     returned (780 MB against 512 MB). Socket buffers are memory no process owns, and they
@@ -1273,13 +1319,6 @@ async def test_socket_buffers_filled_after_a_cell_are_the_agents_oom_never_the_i
         replaced = pool.stats.replaced
         await asyncio.sleep(15)
         told = await _run(sb, "6 * 7")
-        if pool.kind == "process":
-            # Open here: the process backend cannot yet tell a memory death apart (its
-            # cgroup's OOM count is not asked), so when its machinery dies (1 CI run in 2)
-            # the pool replaces and replays: the agent's outcome is never infrastructure,
-            # but the death is not its oom either.
-            assert told.status in ("ok", "oom", "crash") and (told.status != "ok" or told.value == "42"), told
-            return
         if told.status == "ok":  # the machinery survived, not a silent replay
             assert told.value == "42" and pool.stats.replaced == replaced, (told, pool.stats)
             return

@@ -271,3 +271,17 @@ def test_the_engine_timeout_comes_from_the_environment(monkeypatch):
             engine_timeout()
     monkeypatch.delenv(ENGINE_TIMEOUT_ENV)
     assert engine_timeout() == 60.0
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("low 0\nhigh 0\nmax 3\noom 2\noom_kill 2\noom_group_kill 0\n", 2),  # v2 memory.events
+    ("oom_kill_disable 0\nunder_oom 0\noom_kill 5\n", 5),  # v1 memory.oom_control (kernels since 4.13)
+    ("oom_kill_disable 0\nunder_oom 0\n", None),  # v1 before 4.13: no count to read
+])
+def test_a_sandbox_cgroups_oom_kill_count_is_read_from_either_cgroup_version(tmp_path, text, expected):
+    from sandboxes.cgroups import SandboxCgroup
+
+    events = tmp_path / "events"
+    events.write_text(text)
+    assert SandboxCgroup([tmp_path], events).oom_kills() == expected
+    assert SandboxCgroup([tmp_path], tmp_path / "gone").oom_kills() is None
