@@ -332,7 +332,9 @@ class SandboxPool:
         }
 
     # ------------------------------------------------------------------ internals
-    async def _take(self) -> Any:
+    async def _take(self, *, whole_wait: bool = False) -> Any:
+        """A ready sandbox, waited for up to ``acquire_timeout_s``, capped by the time left
+        to the current call unless ``whole_wait`` (the time was the agent's to spend)."""
         await self.start()
         if self._closed:
             raise SandboxClosedError("this pool is closed; create a new one")
@@ -340,7 +342,7 @@ class SandboxPool:
         self._kick()
         try:
             while True:
-                wait_s = remaining_s(self.config.acquire_timeout_s)
+                wait_s = self.config.acquire_timeout_s if whole_wait else remaining_s(self.config.acquire_timeout_s)
                 try:
                     item = await asyncio.wait_for(self._ready.get(), wait_s)
                 except asyncio.TimeoutError as e:
@@ -530,16 +532,18 @@ class PooledSandbox(Sandbox):
         result is ``crash`` (the agent's outcome), not an infrastructure failure. Only
         failing to get a healthy replacement raises :class:`SandboxInfraError`.
         """
-        lost_reason, self._pending_lost = self._pending_lost, None
         crashes: list[SandboxInfraError] = []
         result: ExecResult | None = None
         with call_budget(self._pool.config.retry):
             async for attempt in retrying(SandboxInfraError):
                 with attempt:
                     if self._needs_replacement:
-                        lost_reason = await self._replace() or lost_reason
+                        # Kept on the lease until a result tells it: a caller that gives
+                        # up on this call leaves it for the next one.
+                        self._pending_lost = await self._replace() or self._pending_lost
                     result = await self._run_once(code, timeout, crashes)
         assert result is not None
+        lost_reason, self._pending_lost = self._pending_lost, None
         if lost_reason is not None and not result.state_lost:
             result = dataclasses.replace(result, state_lost=True, state_lost_reason=lost_reason)
         if result.state_lost:
@@ -649,14 +653,19 @@ class PooledSandbox(Sandbox):
                 result = ExecResult(status="crash", error=f"the sandbox failed during replay: {e}")
             if result.status != "ok" or result.state_lost:
                 log.warning("replay of a cell ended with %s; state is lost", result.status)
+                lost = (f"the sandbox was replaced and re-running your earlier cells gave {result.status} "
+                        "(they are not deterministic), so variables, imports and files you made are gone")
+                # Recorded first: a caller that gives up during the wait below (its own
+                # timeout) leaves a lease whose next call starts fresh and says so.
+                self._cells.clear()
+                self._pending_lost = lost
                 # A fresh sandbox, not a reset of this one: nothing of the replay may remain.
+                # Waited for as at acquire time: the call's time went on the agent's own
+                # cells, and a pool that cannot start one in that wait is the infrastructure.
                 self._pool._spawn(self._pool._close_one(self._detach()))
-                self._inner = await self._pool._take()
+                self._inner = await self._pool._take(whole_wait=True)
                 await self._upload_all()
-                return (
-                    f"the sandbox was replaced and re-running your earlier cells gave {result.status} "
-                    "(they are not deterministic), so variables, imports and files you made are gone"
-                )
+                return lost
         return None
 
 

@@ -153,6 +153,27 @@ async def test_killed_process_sandbox_is_replaced_and_replayed(process_backend):
             assert pool.stats.replaced == 1
 
 
+async def test_state_lost_in_a_call_its_caller_gave_up_on_is_told_with_the_next_result(process_backend):
+    """A failed replay loses the episode's state, and the result of the call that
+    replaced the sandbox says so. When the caller gives up on that call first (an
+    executor's timeout while the new cell runs), the next call's result must say it:
+    it said nothing, so the agent read a NameError as its own mistake."""
+    async with SandboxPool(process_backend, PoolConfig(size=1, max_live=1, **FAST)) as pool:
+        async with pool.sandbox() as sb:
+            # True now, false when replayed: a clock-dependent cell.
+            assert (await sb.run(f"import time\ntime.sleep(1)\nassert time.time() < {time.time() + 1.8}\nx = 5")).status == "ok"
+            await asyncio.sleep(1.0)
+            sb.inner.kill()  # infrastructure, from outside
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(sb.run("import time\ntime.sleep(30)"), 6)
+            assert pool.stats.replays_failed == 1, pool.stats
+            result = await sb.run("x")
+            assert result.status == "error" and "NameError" in result.error
+            assert result.state_lost and "not deterministic" in result.state_lost_reason, result
+            after = await sb.run("6 * 7")
+            assert after.value == "42" and not after.state_lost, after  # told once
+
+
 async def test_retries_do_not_multiply_down_the_stack():
     """The engine dies under a leased sandbox: the tool call above the pool, the lease's
     crash replacement and the pool's starts share one budget, so one call makes at most

@@ -527,6 +527,28 @@ async def test_a_non_deterministic_replay_is_the_agents_outcome(pool):
         assert (await _run(sb, "open('t.csv').read()")).value == "'a\\n1\\n'"  # uploads restored
 
 
+async def test_a_slow_replay_that_fails_and_spends_the_calls_time_is_never_infrastructure(pool):
+    """The same clock-dependent cell, now slow: its replay takes the call's remaining
+    budget and then comes out differently. Getting the fresh sandbox that the episode goes
+    on from asked the pool with the time left, nothing, and raised infrastructure, though
+    the time went on the agent's own cells (in an executor it would have become the
+    agent's ``timeout`` a grace second later). The fresh sandbox is waited for as a
+    sandbox is at acquire time, and the call's result says what was lost."""
+    from sandboxes.reliability import call_budget
+
+    async with pool.sandbox() as sb:
+        ran = await _run(sb, f"import time\ntime.sleep(4)\nassert time.time() < {time.time() + 4.8}\nx = 5")
+        assert ran.status == "ok", ran
+        await asyncio.sleep(1.0)
+        await asyncio.to_thread(sb.inner.kill)  # infrastructure, from outside
+        with call_budget(RetryPolicy(attempts=3, initial_s=0.05, max_wait_s=0.1, deadline_s=3.5)) as budget:
+            result = await _run(sb, "x")  # must not raise SandboxInfraError
+        assert budget.remaining_s() == 0, "the replay did not spend the call's time: nothing was tried"
+        assert result.status == "error" and "NameError" in result.error, result
+        assert result.state_lost and "not deterministic" in result.state_lost_reason, result
+        assert (await _run(sb, "6 * 7")).value == "42"
+
+
 @pytest.mark.docker
 async def test_an_oci_runtime_the_engine_lacks_is_a_config_error(docker_engine):
     from sandboxes import SandboxConfigError
@@ -1088,9 +1110,10 @@ async def test_a_sandbox_cannot_fill_the_hosts_open_file_table(pool):
     async with pool.sandbox() as sb:
         before = _open_files_on_host()
         attack = await _run(sb, HOLD_OPEN_FILES, timeout=60)
-        # gVisor's sentry may give out first (its threads count against the pids limit): the
-        # sandbox dies, which the pool makes the agent's crash
-        assert attack.status in (("ok", "crash") if pool.kind == "runsc" else ("ok",)), attack
+        # gVisor's sentry may give out first: its threads count against the pids limit (the
+        # pool makes that death the agent's crash), and its file table against the memory
+        # limit (the engine then reports the OOM kill: the agent's oom)
+        assert attack.status in (("ok", "crash", "oom") if pool.kind == "runsc" else ("ok",)), attack
         held = _open_files_on_host() - before
         assert held < 64 * 1024, f"one sandbox holds {held} of the host's open files (it counted {attack.value})"
 
