@@ -247,7 +247,7 @@ def finish_batch(trajs: Sequence[Trajectory], telemetry: Telemetry, stats: dict[
     if dropped:
         logger.warning("dropped %d infra-failed episode(s) from the batch; most often: %s", dropped,
                        causes.most_common(1)[0][0])
-    return RolloutBatch(kept, dropped, stats, infra_causes=dict(causes))
+    return RolloutBatch(kept, dropped, stats, infra_causes=dict(causes), telemetry=telemetry)
 
 
 def _first_line(text: str, limit: int = 300) -> str:

@@ -4,8 +4,8 @@ Episodes that infrastructure failed are dropped from the batch, never fed to the
 as a zero reward (DESIGN.md, practice 1). That is right for a flaky sandbox, but when the
 engine stalls for good every episode is dropped: the run keeps stepping, learns nothing
 and reports nothing wrong. :class:`OutageWatch` counts the steps in a row where
-infrastructure failed more than ``rollout.outage_frac`` of the episodes (summed over
-processes, so every rank decides alike); at ``rollout.outage_steps`` the trainer saves a
+infrastructure failed more than ``rollout.outage_frac`` of the episodes (the step's
+counts over every process, ``baselines.rollout_stats``, so every rank decides alike); at ``rollout.outage_steps`` the trainer saves a
 checkpoint and stops, and the log names the failures' commonest causes.
 """
 
@@ -15,7 +15,6 @@ import logging
 from collections import Counter
 from collections.abc import Mapping
 
-from baselines.distributed import DistInfo, all_reduce_sum
 
 __all__ = ["OutageWatch"]
 
@@ -28,11 +27,10 @@ class OutageWatch:
     Args:
         frac: a step is an outage step when more than this share of its episodes failed.
         steps: outage steps in a row that stop the run (0: never stop).
-        info: the process group (the counts are summed over it).
     """
 
-    def __init__(self, frac: float, steps: int, info: DistInfo) -> None:
-        self.frac, self.steps, self.info = frac, steps, info
+    def __init__(self, frac: float, steps: int) -> None:
+        self.frac, self.steps = frac, steps
         self.in_a_row = 0
         self.causes: Counter[str] = Counter()
         """This process's causes over the current run of outage steps."""
@@ -41,8 +39,8 @@ class OutageWatch:
         """Take one step's rollout counts and its dropped episodes' causes."""
         if self.steps == 0:
             return False
-        dropped = all_reduce_sum(float(metrics.get("rollout/dropped_infra_failed", 0.0)), self.info)
-        total = dropped + all_reduce_sum(float(metrics.get("rollout/episodes", 0.0)), self.info)
+        dropped = float(metrics.get("rollout/dropped_infra_failed", 0.0))  # every process's (rollout_stats)
+        total = dropped + float(metrics.get("rollout/episodes", 0.0))
         if not (total and dropped / total > self.frac):
             self.in_a_row, self.causes = 0, Counter()
             return False

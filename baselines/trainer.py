@@ -38,13 +38,14 @@ from baselines.async_rollout import AsyncRollout, AsyncRolloutConfig
 from baselines.chat_tokens import ChatTokenizer
 from baselines.checkpoint import load_checkpoint, save_checkpoint
 from baselines.config import TrainConfig, config_to_dict
-from baselines.distributed import (DistInfo, all_gather_lists, all_reduce_sum, full_state_dict, init_distributed, shard_like,
+from baselines.distributed import (DistInfo, all_gather_lists, all_reduce_max, all_reduce_sum, full_state_dict, init_distributed, shard_like,
                                    unwrap_model, wrap_model)
 from baselines.engines.base import RolloutEngine, SamplingConfig
 from baselines.engines.hf_async import BatchingEngine
 from baselines.errors import ConfigError
 from baselines.ewma import EWMAModel, ewma_age_for_batch_size
 from baselines.metrics import MetricsLogger, tool_usage_alerts
+from baselines.rollout_stats import global_rollout_stats
 from baselines.outage import OutageWatch
 from baselines.policy_versions import PolicyVersions
 from baselines.reward_watch import make_reward_watch
@@ -244,7 +245,7 @@ class Trainer:
         self.logger = MetricsLogger(self.run_dir, tensorboard=config.log.tensorboard, wandb_project=config.log.wandb_project,
                                     config=config_to_dict(config), fresh=not self._resuming()) if self.info.is_main else None
         self.watch = make_reward_watch(config, self.run_dir, self.info.is_main, self.env_kwargs)  # reward-jump alarm
-        self.outage = OutageWatch(config.rollout.outage_frac, config.rollout.outage_steps, self.info)
+        self.outage = OutageWatch(config.rollout.outage_frac, config.rollout.outage_steps)
         self.last_infra_causes: dict[str, int] = {}
         self.replay = TaskReplay(config.rollout.tasks_per_step, config.rollout.replay_frac, config.rollout.replay_uses, config.seed)
         if self._resuming():
@@ -466,12 +467,13 @@ class Trainer:
         metrics = self.updater.update(tokens, generator=gen)
         if metrics["train/optimizer_steps"] > 0:
             self.sync_engine()
-        metrics.update(batch.stats)
+        stats = global_rollout_stats(batch, self.info)  # every process's episodes, not this one's
+        metrics.update(stats)
         metrics.update(self._episode_metrics(trajs, adv))
         if self.replay.enabled:
             metrics.update(observe_rollout(self.replay, self.step, batch, self.info))
         metrics.update(tool_usage_alerts(metrics, cfg.log.tool_usage_min))
-        metrics["perf/rollout_tokens_per_s"] = batch.stats["rollout/tokens_per_s"]
+        metrics["perf/rollout_tokens_per_s"] = stats["rollout/tokens_per_s"]
         metrics["perf/sync_s"] = self.last_sync_s if metrics["train/optimizer_steps"] > 0 else 0.0
         if self.ewma is not None:
             metrics["memory/ewma_bytes"] = float(self.ewma.memory_bytes())
@@ -491,10 +493,10 @@ class Trainer:
             "reward/mean": mean,
             "reward/std": math.sqrt(max(s2 / max(n, 1) - mean * mean, 0.0)),
             "reward/success_rate": all_reduce_sum(sum(t.success for t in trajs), self.info) / max(n, 1),
-            "reward/zero_adv_frac": float((adv == 0).float().mean()) if len(adv) else 0.0,
+            "reward/zero_adv_frac": all_reduce_sum(float((adv == 0).sum()), self.info) / max(n, 1),
             "rollout/response_tokens_mean": all_reduce_sum(sum(t.num_generated for t in trajs), self.info) / max(n, 1),
             "rollout/turns_mean": all_reduce_sum(sum(t.turns for t in trajs), self.info) / max(n, 1),
-            "rollout/seq_len_max": float(max((len(t.token_ids) for t in trajs), default=0)),
+            "rollout/seq_len_max": all_reduce_max(float(max((len(t.token_ids) for t in trajs), default=0)), self.info),
             "rollout/context_limited_frac": all_reduce_sum(sum(t.context_limited for t in trajs), self.info) / max(n, 1),
         }
 

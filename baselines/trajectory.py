@@ -65,6 +65,9 @@ class RolloutBatch:
     """The task seed of each group, indexed by the trajectories' ``group_id`` (when known)."""
     infra_causes: dict[str, int] = field(default_factory=dict)
     """The dropped episodes' causes (a reset's error, the failed tool call's reply), counted."""
+    telemetry: Any = None
+    """The batch's tool telemetry (an ``agentgym.telemetry.Telemetry``): ``stats`` holds its
+    figures, and a multi-process trainer merges the processes' (``baselines.rollout_stats``)."""
 
 
 @dataclass

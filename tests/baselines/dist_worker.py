@@ -117,6 +117,33 @@ def replay_case(strategy: str, out: str) -> None:
         torch.distributed.destroy_process_group()
 
 
+def rollout_stats_case(strategy: str, out: str) -> None:
+    """Six episodes with tool calls, split over the ranks (rank r: episodes r, r + N, ...);
+    every rank saves the step's figures over every process (one process: all six)."""
+    from agentgym.telemetry import Telemetry
+    from baselines.agent_loop import finish_batch
+    from baselines.distributed import init_distributed
+    from baselines.rollout_stats import global_rollout_stats
+    from baselines.trajectory import Trajectory
+
+    info = init_distributed(strategy, device="cpu", backend="gloo")
+    telemetry, trajs = Telemetry(), []
+    for e in range(6)[info.rank :: info.world_size]:
+        statuses = ["ok"] * e + ["agent_error"] * (e % 2) + ["infra_error"] * (e == 4)
+        for c, status in enumerate(statuses):
+            telemetry.record_call("python", status, latency_ms=10.0 * e + c, retries=int(status == "infra_error"), truncated=c == 0)
+        telemetry.record_episode(["python"] if statuses else [], ["python", "answer"])
+        t = Trajectory(list(range(5 + e)), [0] * 5 + [1] * e, [0.0] * (5 + e), 5, e, f"task-{e}", infra_failed=e == 4)
+        trajs.append(t)
+    stats = {"rollout/gen_s": 1.0 + info.rank, "rollout/env_s": 0.5, "rollout/no_tool_call_turns": float(len(trajs)),
+             "tokens/drift_checked": float(info.rank + 1), "tokens/drift_frac": float(info.rank)}
+    batch = finish_batch(trajs, telemetry, stats, wall_s=2.0 + info.rank)
+    torch.save(global_rollout_stats(batch, info), f"{out}.rank{info.rank}")
+    if info.world_size > 1:
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+
+
 def tiny_model_case(strategy: str, out: str) -> None:
     from baselines.config import load_config
     from baselines.distributed import init_distributed
@@ -181,6 +208,8 @@ if __name__ == "__main__":
         rng_case(sys.argv[2])
     elif sys.argv[3:] == ["replay"]:
         replay_case(*sys.argv[1:3])
+    elif sys.argv[3:] == ["rollout_stats"]:
+        rollout_stats_case(*sys.argv[1:3])
     elif sys.argv[3:] == ["tiny_model"]:
         tiny_model_case(*sys.argv[1:3])
     else:

@@ -36,7 +36,7 @@ def _run(strategy: str, world: int, out: Path, case: str = "unequal") -> dict:
     for p in procs:
         output, _ = p.communicate(timeout=240)
         assert p.returncode == 0, output[-3000:]
-    return torch.load(out, weights_only=False) if case not in ("rng", "replay", "tiny_model") else {}
+    return torch.load(out, weights_only=False) if case not in ("rng", "replay", "rollout_stats", "tiny_model") else {}
 
 
 @pytest.fixture(scope="module")
@@ -119,6 +119,29 @@ def test_task_replay_over_two_ranks_equals_one_process(tmp_path):
     assert one["metrics"]["rollout/informative_tasks_frac"] == 4 / 6
     for rank in (0, 1):
         assert torch.load(tmp_path / f"two.rank{rank}", weights_only=False) == one
+
+
+def test_two_ranks_report_the_steps_rollout_figures_as_one_process_does(tmp_path):
+    """Each rank collects half of a step's episodes. Its counts and tool telemetry were
+    logged as the run's (rank 0's half); gathered, they are one process's figures."""
+    _run("none", 1, tmp_path / "one", "rollout_stats")
+    _run("ddp", 2, tmp_path / "two", "rollout_stats")
+    one = torch.load(tmp_path / "one.rank0", weights_only=False)
+    assert one["rollout/episodes"] == 5 and one["rollout/dropped_infra_failed"] == 1  # the case is what it says
+    assert one["tool/python/calls"] == 15 + 3 + 1 and one["tool/answer/usage_frac"] == 0.0
+    for rank in (0, 1):
+        two = torch.load(tmp_path / f"two.rank{rank}", weights_only=False)
+        for key in ("rollout/episodes", "rollout/dropped_infra_failed", "rollout/generated_tokens",
+                    "rollout/no_tool_call_turns"):
+            assert two[key] == one[key], key
+        tool = sorted(k for k in one if k.startswith("tool/"))
+        assert sorted(k for k in two if k.startswith("tool/")) == tool
+        for key in tool:  # rates over every call, percentiles over every latency, usage over every episode
+            assert two[key] == pytest.approx(one[key]), key
+        assert two["rollout/wall_s"] == 3.0 and two["rollout/gen_s"] == 2.0  # the slowest rank's
+        assert two["tokens/drift_frac"] == pytest.approx(2 / 3)  # weighted by the episodes each rank checked
+        # engines side by side: rank 0 kept episodes 0 and 2 (2 tokens in 1 s), rank 1 episodes 1, 3 and 5 (9 in 2 s)
+        assert two["rollout/tokens_per_s"] == pytest.approx(2 / 1.0 + 9 / 2.0)
 
 
 def test_every_rank_loads_the_tiny_model_the_main_process_built(tmp_path):

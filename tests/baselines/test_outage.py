@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 
-from baselines.distributed import DistInfo
 from baselines.outage import OutageWatch
 
 
@@ -15,7 +14,7 @@ def _step(dropped: int, kept: int) -> dict[str, float]:
 
 
 def test_outage_steps_in_a_row_stop_and_a_healthy_step_starts_the_count_again(caplog):
-    watch = OutageWatch(0.5, 3, DistInfo())
+    watch = OutageWatch(0.5, 3)
     down = {"python: could not start a sandbox pool: the engine did not answer": 16}
     assert not watch.observe(_step(16, 0), down)
     assert not watch.observe(_step(16, 0), down)
@@ -29,13 +28,13 @@ def test_outage_steps_in_a_row_stop_and_a_healthy_step_starts_the_count_again(ca
 
 
 def test_zero_outage_steps_never_stops():
-    watch = OutageWatch(0.5, 0, DistInfo())
+    watch = OutageWatch(0.5, 0)
     assert not any(watch.observe(_step(16, 0), {"x": 16}) for _ in range(10))
 
 
 def test_a_step_with_no_episodes_at_all_is_not_an_outage():
     """(A team step whose seats were all idle, say.) Nothing failed: nothing to stop for."""
-    watch = OutageWatch(0.5, 1, DistInfo())
+    watch = OutageWatch(0.5, 1)
     assert not watch.observe(_step(0, 0), {})
 
 
