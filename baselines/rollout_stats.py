@@ -40,8 +40,13 @@ SLOWEST = frozenset({
 })
 """Times (a step waits for its slowest process) and maxima."""
 
-WEIGHTED = {"tokens/drift_frac": "tokens/drift_checked"}
-"""Fractions, and the count each is a fraction of."""
+WEIGHTED = {
+    "tokens/drift_frac": "tokens/drift_checked",
+    "rollout/staleness_mean": "rollout/generated_tokens",  # a mean over generated tokens
+    "rollout/staleness_episode_max_mean": "rollout/episodes",
+    "rollout/admitted_lag_mean": "rollout/episodes",  # over groups: a rank's episodes are its groups x group size
+}
+"""Fractions and means, and the count each is taken over."""
 
 
 def combine_rank_stats(per_rank: Sequence[tuple[Mapping[str, float], Telemetry | None]]) -> dict[str, float]:

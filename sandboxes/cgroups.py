@@ -28,20 +28,50 @@ class SandboxCgroup:
     oom_events: Path | None
     """File with the ``oom_kill`` counter the supervisor watches."""
 
-    def oom_kills(self) -> int | None:
-        """How many processes the memory limit has killed: the ``oom_kill`` line of
-        ``memory.events`` (v2) or ``memory.oom_control`` (v1, kernels since 4.13); None
-        where there is no such line or the file cannot be read."""
+    def oom_mark(self) -> tuple[int | None, int] | None:
+        """What :meth:`killed_by_own_limit_since` compares with: this cgroup's count of
+        reaching its memory limit (v2 ``memory.events`` ``oom``; None on v1, whose
+        high-water mark is restarted here instead) and of processes an OOM killer took
+        (``oom_kill``; v1 ``memory.oom_control`` since kernel 4.13). None where the
+        counts cannot be read."""
         if self.oom_events is None:
             return None
         try:
-            for line in self.oom_events.read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "oom_kill":
-                    return int(value)
-        except (OSError, ValueError):
-            pass
-        return None
+            fields = dict(line.split(" ", 1) for line in self.oom_events.read_text().splitlines() if " " in line)
+            if self.oom_events.name == "memory.events":
+                return int(fields["oom"]), int(fields["oom_kill"])
+            for name in ("memory.max_usage_in_bytes", "memory.memsw.max_usage_in_bytes"):
+                if (self.oom_events.parent / name).exists():
+                    _write(self.oom_events.parent / name, "0")  # v1's failcnt stays 0 here: the mark is the peak
+            return None, int(fields["oom_kill"])
+        except (OSError, ValueError, KeyError):
+            return None
+
+    def killed_by_own_limit_since(self, mark: tuple[int | None, int] | None) -> bool:
+        """Whether, since ``mark``, this cgroup reached its own memory limit and an OOM
+        killer took one of its processes. A kill alone can be the host's (``oom_kill``
+        counts the victims of any OOM killer, a host-wide one too)."""
+        now = self.oom_mark_peek()
+        if mark is None or now is None:
+            return False
+        (hits_then, kills_then), (hits_now, kills_now) = mark, now
+        return kills_now > kills_then and (hits_now > hits_then if hits_then is not None else bool(hits_now))
+
+    def oom_mark_peek(self) -> tuple[int, int] | None:
+        """The counts now, without restarting anything; on v1 the first is whether the
+        high-water mark has reached the limit since it was restarted (0 or 1)."""
+        if self.oom_events is None:
+            return None
+        try:
+            fields = dict(line.split(" ", 1) for line in self.oom_events.read_text().splitlines() if " " in line)
+            if self.oom_events.name == "memory.events":
+                return int(fields["oom"]), int(fields["oom_kill"])
+            d = self.oom_events.parent
+            reached = any(int((d / f"memory.{k}max_usage_in_bytes").read_text()) >= int((d / f"memory.{k}limit_in_bytes").read_text())
+                          for k in ("", "memsw.") if (d / f"memory.{k}max_usage_in_bytes").exists())
+            return int(reached), int(fields["oom_kill"])
+        except (OSError, ValueError, KeyError):
+            return None
 
     def join_prefix(self) -> list[str]:
         """Command prefix that moves itself into the cgroups, then execs the rest."""

@@ -59,7 +59,12 @@ class SandboxMemoryKilledError(SandboxCrashedError):
     """The sandbox died because its memory limit was reached: the kernel's OOM killer
     took the machinery (supervisor, zygote) because agent processes had filled the
     sandbox with memory no process owns (socket buffers). The agent's doing, not the
-    infrastructure's: :meth:`SupervisedSandbox.run` turns it into an ``oom`` result."""
+    infrastructure's: :meth:`SupervisedSandbox.run` turns it into an ``oom`` result, and a
+    pool's lease replaces the sandbox with nothing replayed when any other call finds it."""
+
+    reason = ("your processes filled the sandbox's memory (memory no process owns, such as socket buffers, "
+              "counts too) and the sandbox was ended")
+    """What the agent is told it lost, and why."""
 
 
 class InjectedFaultError(SandboxInfraError):

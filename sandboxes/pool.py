@@ -37,6 +37,7 @@ from sandboxes.errors import (
     SandboxConfigError,
     SandboxError,
     SandboxInfraError,
+    SandboxMemoryKilledError,
 )
 from sandboxes.protocol import BackendName, ExecResult, Sandbox, SandboxConfig
 from sandboxes.reliability import RetryPolicy, call_budget, remaining_s, retrying
@@ -46,6 +47,10 @@ __all__ = ["PoolConfig", "SandboxBackend", "SandboxPool", "PooledSandbox", "make
 
 log = logging.getLogger(__name__)
 
+NOT_RUN = ("this code was not run: the sandbox under your episode was replaced, and re-running your "
+           "earlier cells came out differently, so they were stopped there; run it again (it will run "
+           "on a fresh sandbox with your uploaded files)")
+"""The error of a call whose replay came out differently (``PooledSandbox.run``)."""
 
 
 @runtime_checkable
@@ -332,9 +337,9 @@ class SandboxPool:
         }
 
     # ------------------------------------------------------------------ internals
-    async def _take(self, *, whole_wait: bool = False) -> Any:
+    async def _take(self) -> Any:
         """A ready sandbox, waited for up to ``acquire_timeout_s``, capped by the time left
-        to the current call unless ``whole_wait`` (the time was the agent's to spend)."""
+        to the current call."""
         await self.start()
         if self._closed:
             raise SandboxClosedError("this pool is closed; create a new one")
@@ -342,7 +347,7 @@ class SandboxPool:
         self._kick()
         try:
             while True:
-                wait_s = self.config.acquire_timeout_s if whole_wait else remaining_s(self.config.acquire_timeout_s)
+                wait_s = remaining_s(self.config.acquire_timeout_s)
                 try:
                     item = await asyncio.wait_for(self._ready.get(), wait_s)
                 except asyncio.TimeoutError as e:
@@ -471,9 +476,9 @@ class PooledSandbox(Sandbox):
     fails because the sandbox died, the lease takes a fresh sandbox, replays that record
     and runs the call again. A call that kills its sandbox twice is the code's fault: it
     returns status ``crash`` (on a replacement with the episode replayed). Replay assumes
-    cells are deterministic; when a replayed cell does not come out ``ok``, the episode
-    goes on from a fresh sandbox with its uploads restored, and the next result says
-    ``state_lost`` with the reason. That is the agent's outcome, never an infrastructure
+    cells are deterministic; when a replayed cell does not come out ``ok``, the call's
+    code is not run (its result, an ``error`` with ``state_lost`` and the reason, says
+    so) and the next call goes on from a fresh sandbox with the uploads restored. That is the agent's outcome, never an infrastructure
     error: only failing to get a healthy sandbox at all raises.
     """
 
@@ -541,7 +546,10 @@ class PooledSandbox(Sandbox):
                         # Kept on the lease until a result tells it: a caller that gives
                         # up on this call leaves it for the next one.
                         self._pending_lost = await self._replace() or self._pending_lost
-                    result = await self._run_once(code, timeout, crashes)
+                    if self._needs_replacement:  # the replay came out differently (see _replay)
+                        result = ExecResult(status="error", error=NOT_RUN)
+                    else:
+                        result = await self._run_once(code, timeout, crashes)
         assert result is not None
         lost_reason, self._pending_lost = self._pending_lost, None
         if lost_reason is not None and not result.state_lost:
@@ -596,9 +604,19 @@ class PooledSandbox(Sandbox):
                         if lost is not None:  # told to the agent with its next cell's result
                             self._cells.clear()
                             self._pending_lost = lost
+                        if self._needs_replacement:  # the replay came out differently: start clean
+                            await self._replace()
                     sandbox = self._sandbox()
                     try:
                         return await call(sandbox)
+                    except SandboxMemoryKilledError as e:
+                        # The agent's processes filled the memory (after its last cell): a
+                        # new sandbox with nothing replayed, which would launch them again.
+                        log.warning("sandbox %s was ended by its memory limit (%s); replacing it", sandbox.id, e)
+                        self._cells.clear()
+                        self._pending_lost = e.reason
+                        self._needs_replacement = True
+                        raise
                     except SandboxInfraError as e:
                         log.warning("sandbox %s failed (%s); replacing it", sandbox.id, e)
                         self._needs_replacement = True
@@ -627,8 +645,9 @@ class PooledSandbox(Sandbox):
             self._pool._spawn(self._pool._close_one(old))
         self._inner = await self._pool._take()
         self._needs_replacement = True  # until the replay below has finished
-        lost = await self._replay()
-        self._needs_replacement = False
+        lost, replayed_into = await self._replay()
+        # A replay that came out differently leaves its sandbox to be replaced by the next call
+        self._needs_replacement = replayed_into
         if lost is not None:
             self._pool.stats.replays_failed += 1
         return lost
@@ -637,11 +656,15 @@ class PooledSandbox(Sandbox):
         for path, data in self._uploads.items():
             await self._inner.upload(path, data)
 
-    async def _replay(self) -> str | None:
+    async def _replay(self) -> tuple[str | None, bool]:
+        """The uploads and the cells onto the fresh sandbox: None when the episode's state
+        was rebuilt, else why not; and whether a replay that came out differently left
+        the sandbox holding what it ran (the next call replaces it)."""
         sandbox = self._inner
         await self._upload_all()
         if self._cells and not self._pool.config.replay:
-            return "the sandbox was replaced and replay is switched off, so variables, imports and files you made are gone"
+            return ("the sandbox was replaced and replay is switched off, so variables, imports and files you made "
+                    "are gone"), False
         for code, timeout in self._cells:
             try:
                 result = await sandbox.run(code, timeout)
@@ -653,20 +676,18 @@ class PooledSandbox(Sandbox):
                 result = ExecResult(status="crash", error=f"the sandbox failed during replay: {e}")
             if result.status != "ok" or result.state_lost:
                 log.warning("replay of a cell ended with %s; state is lost", result.status)
-                lost = (f"the sandbox was replaced and re-running your earlier cells gave {result.status} "
-                        "(they are not deterministic), so variables, imports and files you made are gone")
-                # Recorded first: a caller that gives up during the wait below (its own
-                # timeout) leaves a lease whose next call starts fresh and says so.
+                # Nothing of the replay may remain, so the next call gets a fresh sandbox
+                # (this one is retired, never reset), and this call's code is not run. A
+                # fresh one is not waited for here: the replay may have spent the call's
+                # time on the agent's own cells, and a wait past the call's deadline would
+                # make a starved pool the agent's timeout, one within it a slow start the
+                # infrastructure's. The next call takes one with a budget of its own.
                 self._cells.clear()
-                self._pending_lost = lost
-                # A fresh sandbox, not a reset of this one: nothing of the replay may remain.
-                # Waited for as at acquire time: the call's time went on the agent's own
-                # cells, and a pool that cannot start one in that wait is the infrastructure.
-                self._pool._spawn(self._pool._close_one(self._detach()))
-                self._inner = await self._pool._take(whole_wait=True)
-                await self._upload_all()
-                return lost
-        return None
+                if hasattr(sandbox, "mark_anomaly"):
+                    sandbox.mark_anomaly(f"a replay came out differently ({result.status})")
+                return (f"the sandbox was replaced and re-running your earlier cells gave {result.status} "
+                        "(they are not deterministic), so variables, imports and files you made are gone"), True
+        return None, False
 
 
 def requested_backend(backend: str | None = None) -> str:

@@ -431,10 +431,10 @@ class ProcessSandbox(SupervisedSandbox):
         self._dir: Path | None = None
         self._cgroup: cgroups.SandboxCgroup | None = None
         self._stream: PipeStream | None = None
-        self._oom_kills_answered: int | None = None
-        """The cgroup's OOM-kill count at the supervisor's last answer."""
-        self._oom_kills_ended: int | None = None
-        """The count when the sandbox was torn down (read before its cgroup is removed)."""
+        self._oom_mark: tuple[int | None, int] | None = None
+        """The cgroup's OOM counts at the supervisor's last answer (``SandboxCgroup.oom_mark``)."""
+        self._ended_by_memory = False
+        """Read at tear-down, before the cgroup is removed: its own limit killed since the mark."""
 
     @property
     def id(self) -> str:
@@ -539,17 +539,29 @@ class ProcessSandbox(SupervisedSandbox):
         return args
 
     def _alive(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        """Called from a worker thread after the channel broke. A supervisor that died
+        closed its stdout a moment before it can be reaped: at end of stream, wait that
+        moment (never otherwise: a host that closes the pipe on a bad frame makes a live
+        supervisor exit too)."""
+        if self._proc is None or self._proc.poll() is not None:
+            return False
+        if self._stream is None or not self._stream.reader.at_eof():
+            return True
+        try:
+            self._proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            return True
+        return False
 
     def _note_answer(self) -> None:
-        self._oom_kills_answered = self._cgroup.oom_kills() if self._cgroup is not None else None
+        self._oom_mark = self._cgroup.oom_mark() if self._cgroup is not None else None
 
     def _killed_by_memory(self, since: float) -> bool:
-        """Whether the sandbox cgroup's OOM killer struck after the supervisor's last
-        answer: its ``oom_kill`` count then, against the count read at tear-down (the
-        cgroup is gone by now). No count (no cgroup, an old kernel) says False."""
-        before, after = self._oom_kills_answered, self._oom_kills_ended
-        return before is not None and after is not None and after > before
+        """Whether the sandbox's own memory limit was reached and an OOM killer took one of
+        its processes after the supervisor's last answer (read at tear-down: the cgroup is
+        gone by now). A kill without the limit reached is the host's, and no counts (no
+        cgroup, an old kernel) say False."""
+        return self._ended_by_memory
 
     def kill(self) -> None:
         """SIGKILL the whole process tree at once (bubblewrap gives the sandbox a session
@@ -563,7 +575,7 @@ class ProcessSandbox(SupervisedSandbox):
         proc, self._proc = self._proc, None
         cgroup, self._cgroup = self._cgroup, None
         if cgroup is not None:  # before it is removed: a death is told apart by it
-            self._oom_kills_ended = cgroup.oom_kills()
+            self._ended_by_memory = cgroup.killed_by_own_limit_since(self._oom_mark)
         # Waiting for the process group, removing the cgroup and the directory block for up to
         # seconds; off the event loop, so the other episodes' tool calls keep running.
         await asyncio.to_thread(_clean_up, proc, cgroup, self._dir)

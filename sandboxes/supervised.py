@@ -135,6 +135,8 @@ class SupervisedSandbox(Sandbox):
         except BaseException:
             await self._terminate()
             raise
+        self._answered_at = time.time()
+        self._note_answer()  # the baseline a death in the very first call is told apart by
         self.versions = hello.get("versions", {})
         self.reusable = hello.get("reset_verifiable", True) is True
         return self
@@ -198,9 +200,7 @@ class SupervisedSandbox(Sandbox):
             )
         except SandboxMemoryKilledError as e:  # the agent's memory, during or after its last cell
             self.ended = True
-            reason = ("your processes filled the sandbox's memory (memory no process owns, such as "
-                      "socket buffers, counts too) and the sandbox was ended")
-            return ExecResult(status="oom", error=str(e), state_lost=True, state_lost_reason=reason)
+            return ExecResult(status="oom", error=str(e), state_lost=True, state_lost_reason=e.reason)
         if "status" not in header:
             self.mark_anomaly(header.get("error", "bad run response"))
             raise SandboxInfraError(f"sandbox {self.id} could not run code: {header.get('error')}")

@@ -153,25 +153,49 @@ async def test_killed_process_sandbox_is_replaced_and_replayed(process_backend):
             assert pool.stats.replaced == 1
 
 
-async def test_state_lost_in_a_call_its_caller_gave_up_on_is_told_with_the_next_result(process_backend):
-    """A failed replay loses the episode's state, and the result of the call that
-    replaced the sandbox says so. When the caller gives up on that call first (an
-    executor's timeout while the new cell runs), the next call's result must say it:
-    it said nothing, so the agent read a NameError as its own mistake."""
-    async with SandboxPool(process_backend, PoolConfig(size=1, max_live=1, **FAST)) as pool:
-        async with pool.sandbox() as sb:
-            # True now, false when replayed: a clock-dependent cell.
-            assert (await sb.run(f"import time\ntime.sleep(1)\nassert time.time() < {time.time() + 1.8}\nx = 5")).status == "ok"
-            await asyncio.sleep(1.0)
-            sb.inner.kill()  # infrastructure, from outside
-            with pytest.raises(asyncio.TimeoutError):
-                await asyncio.wait_for(sb.run("import time\ntime.sleep(30)"), 6)
-            assert pool.stats.replays_failed == 1, pool.stats
-            result = await sb.run("x")
-            assert result.status == "error" and "NameError" in result.error
-            assert result.state_lost and "not deterministic" in result.state_lost_reason, result
-            after = await sb.run("6 * 7")
-            assert after.value == "42" and not after.state_lost, after  # told once
+class _StopsStarting(FakeBackend):
+    """Starts sandboxes until ``allowed`` is used up, then fails every start (an engine gone)."""
+
+    allowed = 10**6
+
+    async def create(self):
+        if len(self.created) >= self.allowed:
+            self.attempts += 1
+            from sandboxes.errors import SandboxCrashedError
+
+            raise SandboxCrashedError("injected: the engine stopped starting containers")
+        return await super().create()
+
+
+async def test_a_replay_that_comes_out_differently_never_waits_on_the_pool_for_the_agent():
+    """A replay that comes out differently needs a fresh sandbox for the episode to go on.
+    It was taken inside the call: with the pool starved, the wait ran into the executor's
+    deadline and the call became the agent's ``timeout``, and with the call's time spent
+    on replayed cells it raised infrastructure. Now the call answers at once (code not
+    run, state lost); getting the fresh sandbox is the next call's, under its own budget,
+    where a pool that cannot start one is the infrastructure's."""
+    backend = _StopsStarting()
+    async with SandboxPool(backend, PoolConfig(size=1, max_live=2, **FAST)) as pool:
+        sb = await pool.acquire()
+        await sb.upload("t.csv", b"a\n1\n")
+        # True the first time, false when replayed: a cell that is not deterministic.
+        flag = f"_agentgym_runs_{id(sb)}"
+        ran = await sb.run(f"import builtins\nn = builtins.__dict__.setdefault({flag!r}, [0])\nn[0] += 1\nassert n[0] == 1\nx = 5")
+        assert ran.status == "ok"
+        await pool.wait_ready(1)
+        backend.allowed = len(backend.created)  # the warm one replaces; then the engine is gone
+        sb.inner.die()
+        result = await asyncio.wait_for(sb.run("x"), 5)
+        assert result.status == "error" and "not run" in result.error, result
+        assert result.state_lost and "not deterministic" in result.state_lost_reason, result
+        assert pool.stats.replays_failed == 1 and pool.stats.replaced == 1, pool.stats
+        with pytest.raises(SandboxInfraError):  # the starved pool, in the call that needs a sandbox
+            await sb.run("x")
+        backend.allowed = 10**6
+        after = await sb.run("'x' in globals()")
+        assert after.value == "False" and not after.state_lost, after  # a fresh sandbox; the loss told once
+        assert await sb.download("t.csv") == b"a\n1\n"  # uploads restored
+        await pool.release(sb)
 
 
 async def test_retries_do_not_multiply_down_the_stack():

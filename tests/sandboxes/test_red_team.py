@@ -522,9 +522,11 @@ async def test_a_non_deterministic_replay_is_the_agents_outcome(pool):
         victim = sb.inner
         await asyncio.to_thread(victim.kill)  # infrastructure, from outside
         result = await _run(sb, "x")  # must not raise SandboxInfraError
-        assert result.status == "error" and "NameError" in result.error
+        assert result.status == "error" and "not run" in result.error, result  # never against a half-replayed sandbox
         assert result.state_lost and "not deterministic" in result.state_lost_reason
-        assert (await _run(sb, "open('t.csv').read()")).value == "'a\\n1\\n'"  # uploads restored
+        assert (await _run(sb, "open('t.csv').read()")).value == "'a\\n1\\n'"  # a fresh sandbox, uploads restored
+        again = await _run(sb, "x")
+        assert again.status == "error" and "NameError" in again.error and not again.state_lost, again  # told once
 
 
 async def test_a_slow_replay_that_fails_and_spends_the_calls_time_is_never_infrastructure(pool):
@@ -532,8 +534,8 @@ async def test_a_slow_replay_that_fails_and_spends_the_calls_time_is_never_infra
     budget and then comes out differently. Getting the fresh sandbox that the episode goes
     on from asked the pool with the time left, nothing, and raised infrastructure, though
     the time went on the agent's own cells (in an executor it would have become the
-    agent's ``timeout`` a grace second later). The fresh sandbox is waited for as a
-    sandbox is at acquire time, and the call's result says what was lost."""
+    agent's ``timeout`` a grace second later). Now no sandbox is waited for: the call's
+    code is not run, its result says what was lost, and the next call runs fresh."""
     from sandboxes.reliability import call_budget
 
     async with pool.sandbox() as sb:
@@ -544,7 +546,7 @@ async def test_a_slow_replay_that_fails_and_spends_the_calls_time_is_never_infra
         with call_budget(RetryPolicy(attempts=3, initial_s=0.05, max_wait_s=0.1, deadline_s=3.5)) as budget:
             result = await _run(sb, "x")  # must not raise SandboxInfraError
         assert budget.remaining_s() == 0, "the replay did not spend the call's time: nothing was tried"
-        assert result.status == "error" and "NameError" in result.error, result
+        assert result.status == "error" and "not run" in result.error, result
         assert result.state_lost and "not deterministic" in result.state_lost_reason, result
         assert (await _run(sb, "6 * 7")).value == "42"
 
@@ -624,9 +626,10 @@ async def test_a_frame_bomb_in_a_replayed_cell_is_the_agents_outcome_not_infra(p
         started = time.monotonic()
         result = await _run(sb, "x")  # must not raise SandboxInfraError
         assert result.state_lost and "not deterministic" in result.state_lost_reason, result
-        assert result.status == "error" and "NameError" in result.error
+        assert result.status == "error" and "not run" in result.error, result
         assert time.monotonic() - started < 20
         assert (await _run(sb, "open('t.csv').read()")).value == "'a\\n1\\n'"
+        assert "NameError" in (await _run(sb, "x")).error
 
 
 async def test_a_forged_result_is_never_valid_text_trouble_nor_the_next_cells_result(pool):
@@ -1295,17 +1298,7 @@ async def test_machinery_the_memory_limit_kills_is_the_agents_oom_and_nothing_is
     the agent's, and its engine reports no OOM events."""
     async with pool.sandbox() as sb:
         assert (await _run(sb, "x = 1")).status == "ok"
-        pids = _host_pids(sb.inner)
-        supervisors = []
-        for pid in set(pids):
-            try:
-                if b"supervisor.py" in open(f"/proc/{pid}/cmdline", "rb").read():
-                    with open(f"/proc/{pid}/oom_score_adj", "w") as f:  # raising needs no privilege
-                        f.write("1000")
-                    supervisors.append(pid)
-            except OSError:  # gone already
-                continue
-        assert supervisors, pids  # (a container's init names the supervisor in its arguments too)
+        _make_supervisor_the_oom_killers_choice(sb.inner)
         replaced, replays_failed = pool.stats.replaced, pool.stats.replays_failed
         filled = await _run(sb, """
             open('/proc/self/oom_score_adj', 'w').write('0')
@@ -1316,6 +1309,50 @@ async def test_machinery_the_memory_limit_kills_is_the_agents_oom_and_nothing_is
         after = await _run(sb, "'x' in globals(), 6 * 7")
         assert after.status == "ok" and after.value == "(False, 42)", after  # a new sandbox, nothing replayed
         assert (pool.stats.replaced, pool.stats.replays_failed) == (replaced + 1, replays_failed), pool.stats
+
+
+def _make_supervisor_the_oom_killers_choice(sandbox) -> None:
+    """As the infrastructure (root on the host): raise the supervisor's OOM score to the
+    workers' 1000, so that memory the agent fills takes it first."""
+    pids = _host_pids(sandbox)
+    supervisors = []
+    for pid in set(pids):
+        try:
+            if b"supervisor.py" in open(f"/proc/{pid}/cmdline", "rb").read():
+                with open(f"/proc/{pid}/oom_score_adj", "w") as f:
+                    f.write("1000")
+                supervisors.append(pid)
+        except OSError:  # gone already
+            continue
+    assert supervisors, pids  # (a container's init names the supervisor in its arguments too)
+
+
+@pytest.mark.parametrize("pool", [pytest.param("docker", marks=pytest.mark.docker), "process"], indirect=True)
+async def test_machinery_the_memory_limit_kills_between_cells_is_found_by_the_next_transfer(pool):
+    """The same death, found by an upload instead of a cell: a background process fills
+    the memory after its cell returned, and the episode's next call is an upload. The
+    pool replaced the sandbox as the infrastructure's and replayed the cells, which
+    launched the process again. Now nothing is replayed, and the next cell's result says
+    what the agent's memory cost it."""
+    async with pool.sandbox() as sb:
+        assert (await _run(sb, "x = 1")).status == "ok"
+        _make_supervisor_the_oom_killers_choice(sb.inner)
+        launched = await _run(sb, """
+            import subprocess, sys
+            open('/proc/self/oom_score_adj', 'w').write('0')  # this worker and the filler below
+            FILL = "import time; time.sleep(1); b = b'\\\\1' * (700 * 2**20)"
+            subprocess.Popen([sys.executable, '-c', FILL], start_new_session=True, stderr=subprocess.DEVNULL)
+            'launched'
+            """)
+        assert launched.status == "ok", launched
+        await asyncio.sleep(8)
+        replaced, replays_failed = pool.stats.replaced, pool.stats.replays_failed
+        await sb.upload("after.txt", b"ok")  # finds the dead sandbox; never infrastructure
+        assert pool.stats.replaced == replaced + 1, pool.stats
+        after = await _run(sb, "'x' in globals(), open('after.txt').read()")
+        assert after.status == "ok" and after.value == "(False, 'ok')", after  # nothing replayed, the upload kept
+        assert after.state_lost and "memory" in after.state_lost_reason, after
+        assert pool.stats.replays_failed == replays_failed, pool.stats
 
 
 async def test_socket_buffers_filled_after_a_cell_are_the_agents_oom_never_the_infrastructures(pool):

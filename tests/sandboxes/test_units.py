@@ -273,15 +273,38 @@ def test_the_engine_timeout_comes_from_the_environment(monkeypatch):
     assert engine_timeout() == 60.0
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("low 0\nhigh 0\nmax 3\noom 2\noom_kill 2\noom_group_kill 0\n", 2),  # v2 memory.events
-    ("oom_kill_disable 0\nunder_oom 0\noom_kill 5\n", 5),  # v1 memory.oom_control (kernels since 4.13)
-    ("oom_kill_disable 0\nunder_oom 0\n", None),  # v1 before 4.13: no count to read
+V2_EVENTS = "low 0\nhigh 0\nmax 3\noom {}\noom_kill {}\noom_group_kill 0\n"
+V1_CONTROL = "oom_kill_disable 0\nunder_oom 0\noom_kill {}\n"
+
+
+@pytest.mark.parametrize("version, limit_reached, killed, expected", [
+    ("v2", True, True, True),
+    ("v2", False, True, False),  # a kill without its own limit reached: a host-wide OOM killer's
+    ("v2", True, False, False),  # the limit reached, reclaimed, nothing killed
+    ("v1", True, True, True),
+    ("v1", False, True, False),
+    ("v1", True, False, False),
 ])
-def test_a_sandbox_cgroups_oom_kill_count_is_read_from_either_cgroup_version(tmp_path, text, expected):
+def test_a_sandbox_cgroup_tells_its_own_oom_kill_from_the_hosts(tmp_path, version, limit_reached, killed, expected):
     from sandboxes.cgroups import SandboxCgroup
 
-    events = tmp_path / "events"
-    events.write_text(text)
-    assert SandboxCgroup([tmp_path], events).oom_kills() == expected
-    assert SandboxCgroup([tmp_path], tmp_path / "gone").oom_kills() is None
+    if version == "v2":
+        events = tmp_path / "memory.events"
+        events.write_text(V2_EVENTS.format(2, 1))
+    else:
+        events = tmp_path / "memory.oom_control"
+        events.write_text(V1_CONTROL.format(1))
+        (tmp_path / "memory.limit_in_bytes").write_text("1000\n")
+        (tmp_path / "memory.max_usage_in_bytes").write_text("1000\n")  # restarted by the mark
+    cgroup = SandboxCgroup([tmp_path], events)
+    mark = cgroup.oom_mark()
+    if version == "v1":
+        assert (tmp_path / "memory.max_usage_in_bytes").read_text() == "0"
+        (tmp_path / "memory.max_usage_in_bytes").write_text("1000" if limit_reached else "900")
+        events.write_text(V1_CONTROL.format(1 + killed))
+    else:
+        events.write_text(V2_EVENTS.format(2 + limit_reached, 1 + killed))
+    assert cgroup.killed_by_own_limit_since(mark) is expected
+    assert SandboxCgroup([tmp_path], tmp_path / "gone").killed_by_own_limit_since(mark) is False
+    (tmp_path / "old").write_text("oom_kill_disable 0\nunder_oom 0\n")  # before kernel 4.13: no kill count
+    assert SandboxCgroup([tmp_path], tmp_path / "old").oom_mark() is None
