@@ -144,6 +144,26 @@ def rollout_stats_case(strategy: str, out: str) -> None:
         torch.distributed.destroy_process_group()
 
 
+def trainer_case(strategy: str, out: str) -> None:
+    """One RL step of the real trainer, its episodes split over the ranks; rank 0 logs."""
+    from baselines.config import load_config
+    from baselines.trainer import Trainer
+
+    torch.set_num_threads(1)
+    config = load_config(None, [
+        f"model.tiny_dir={out}.tiny", "env.kwargs={difficulty: 1}", f"log.run_dir={out}.run", "log.tensorboard=false",
+        "model.tiny={hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1, num_attention_heads: 1, num_key_value_heads: 1}",
+        "steps=1", "device=cpu", "eval_every=0", "sft.episodes=0", f"dist.strategy={strategy}", "dist.backend=gloo",
+        "rollout.tasks_per_step=4", "rollout.group_size=2", "rollout.max_new_tokens=16", "rollout.max_staleness=0",
+        "algo.micro_batch_size=4", "algo.num_minibatches=1"])
+    trainer = Trainer(config)
+    trainer.train()
+    trainer.close()
+    if torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+
+
 def tiny_model_case(strategy: str, out: str) -> None:
     from baselines.config import load_config
     from baselines.distributed import init_distributed
@@ -210,6 +230,8 @@ if __name__ == "__main__":
         replay_case(*sys.argv[1:3])
     elif sys.argv[3:] == ["rollout_stats"]:
         rollout_stats_case(*sys.argv[1:3])
+    elif sys.argv[3:] == ["trainer"]:
+        trainer_case(*sys.argv[1:3])
     elif sys.argv[3:] == ["tiny_model"]:
         tiny_model_case(*sys.argv[1:3])
     else:

@@ -36,7 +36,7 @@ def _run(strategy: str, world: int, out: Path, case: str = "unequal") -> dict:
     for p in procs:
         output, _ = p.communicate(timeout=240)
         assert p.returncode == 0, output[-3000:]
-    return torch.load(out, weights_only=False) if case not in ("rng", "replay", "rollout_stats", "tiny_model") else {}
+    return torch.load(out, weights_only=False) if case not in ("rng", "replay", "rollout_stats", "trainer", "tiny_model") else {}
 
 
 @pytest.fixture(scope="module")
@@ -142,6 +142,18 @@ def test_two_ranks_report_the_steps_rollout_figures_as_one_process_does(tmp_path
         assert two["tokens/drift_frac"] == pytest.approx(2 / 3)  # weighted by the episodes each rank checked
         # engines side by side: rank 0 kept episodes 0 and 2 (2 tokens in 1 s), rank 1 episodes 1, 3 and 5 (9 in 2 s)
         assert two["rollout/tokens_per_s"] == pytest.approx(2 / 1.0 + 9 / 2.0)
+
+
+def test_a_two_rank_trainer_logs_every_ranks_episodes(tmp_path):
+    """The trainer logs the gathered figures, not rank 0's share (4 tasks x 2 samples,
+    half on each rank): the outage watch and the tool-usage alarms read them."""
+    import json
+
+    _run("ddp", 2, tmp_path / "two", "trainer")
+    rows = [json.loads(line) for line in (tmp_path / "two.run" / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 1, rows
+    assert rows[0]["rollout/episodes"] + rows[0]["rollout/dropped_infra_failed"] == 8, rows[0]
+    assert rows[0]["tool/calculate/usage_frac"] is not None
 
 
 def test_every_rank_loads_the_tiny_model_the_main_process_built(tmp_path):
