@@ -545,7 +545,7 @@ class ProcessSandbox(SupervisedSandbox):
         supervisor exit too)."""
         if self._proc is None or self._proc.poll() is not None:
             return False
-        if self._stream is None or not self._stream.reader.at_eof():
+        if self._stream is None or not self._stream.ended_by_peer:
             return True
         try:
             self._proc.wait(timeout=1.0)
@@ -594,6 +594,10 @@ class PipeStream:
         self.reader = reader
         self._transport = transport
         self._read_transport = read_transport
+        self._closed = False
+        self.ended_by_peer = False
+        """Whether the supervisor's stdout had ended when the host closed the stream (its
+        own close ends the reader too, and makes a live supervisor exit)."""
 
     @classmethod
     async def open(cls, proc: subprocess.Popen) -> "PipeStream":
@@ -614,6 +618,9 @@ class PipeStream:
         await asyncio.sleep(0)
 
     def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.ended_by_peer = self.reader.at_eof()
         self._transport.close()
         self._read_transport.close()
 

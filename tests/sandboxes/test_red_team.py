@@ -539,11 +539,13 @@ async def test_a_slow_replay_that_fails_and_spends_the_calls_time_is_never_infra
     from sandboxes.reliability import call_budget
 
     async with pool.sandbox() as sb:
-        ran = await _run(sb, f"import time\ntime.sleep(4)\nassert time.time() < {time.time() + 4.8}\nx = 5")
+        # The call's 6 s leave the replacement's start (pool of one: close, then start) time
+        # enough on every backend; the 7 s replay then spends the rest.
+        ran = await _run(sb, f"import time\ntime.sleep(7)\nassert time.time() < {time.time() + 7.8}\nx = 5", timeout=15)
         assert ran.status == "ok", ran
         await asyncio.sleep(1.0)
         await asyncio.to_thread(sb.inner.kill)  # infrastructure, from outside
-        with call_budget(RetryPolicy(attempts=3, initial_s=0.05, max_wait_s=0.1, deadline_s=3.5)) as budget:
+        with call_budget(RetryPolicy(attempts=3, initial_s=0.05, max_wait_s=0.1, deadline_s=6.0)) as budget:
             result = await _run(sb, "x")  # must not raise SandboxInfraError
         assert budget.remaining_s() == 0, "the replay did not spend the call's time: nothing was tried"
         assert result.status == "error" and "not run" in result.error, result
