@@ -478,8 +478,9 @@ class PooledSandbox(Sandbox):
     returns status ``crash`` (on a replacement with the episode replayed). Replay assumes
     cells are deterministic; when a replayed cell does not come out ``ok``, the call's
     code is not run (its result, an ``error`` with ``state_lost`` and the reason, says
-    so) and the next call goes on from a fresh sandbox with the uploads restored. That is the agent's outcome, never an infrastructure
-    error: only failing to get a healthy sandbox at all raises.
+    so) and the next call goes on from a fresh sandbox with the uploads restored. That
+    is the agent's outcome, never an infrastructure error: only failing to get a
+    healthy sandbox at all raises.
     """
 
     def __init__(self, pool: SandboxPool, sandbox: Any) -> None:
