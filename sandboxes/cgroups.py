@@ -34,15 +34,14 @@ class SandboxCgroup:
         high-water mark is restarted here instead) and of processes an OOM killer took
         (``oom_kill``; v1 ``memory.oom_control`` since kernel 4.13). None where the
         counts cannot be read."""
-        if self.oom_events is None:
-            return None
         try:
-            fields = dict(line.split(" ", 1) for line in self.oom_events.read_text().splitlines() if " " in line)
+            fields = self._oom_fields()
+            if fields is None:
+                return None
             if self.oom_events.name == "memory.events":
                 return int(fields["oom"]), int(fields["oom_kill"])
-            for name in ("memory.max_usage_in_bytes", "memory.memsw.max_usage_in_bytes"):
-                if (self.oom_events.parent / name).exists():
-                    _write(self.oom_events.parent / name, "0")  # v1's failcnt stays 0 here: the mark is the peak
+            for peak in self._v1_peaks():  # v1's failcnt stays 0 here: the mark is the peak
+                _write(peak, "0")
             return None, int(fields["oom_kill"])
         except (OSError, ValueError, KeyError):
             return None
@@ -60,18 +59,28 @@ class SandboxCgroup:
     def oom_mark_peek(self) -> tuple[int, int] | None:
         """The counts now, without restarting anything; on v1 the first is whether the
         high-water mark has reached the limit since it was restarted (0 or 1)."""
-        if self.oom_events is None:
-            return None
         try:
-            fields = dict(line.split(" ", 1) for line in self.oom_events.read_text().splitlines() if " " in line)
+            fields = self._oom_fields()
+            if fields is None:
+                return None
             if self.oom_events.name == "memory.events":
                 return int(fields["oom"]), int(fields["oom_kill"])
-            d = self.oom_events.parent
-            reached = any(int((d / f"memory.{k}max_usage_in_bytes").read_text()) >= int((d / f"memory.{k}limit_in_bytes").read_text())
-                          for k in ("", "memsw.") if (d / f"memory.{k}max_usage_in_bytes").exists())
+            reached = any(int(peak.read_text()) >= int(peak.with_name(peak.name.replace("max_usage", "limit")).read_text())
+                          for peak in self._v1_peaks())
             return int(reached), int(fields["oom_kill"])
         except (OSError, ValueError, KeyError):
             return None
+
+    def _oom_fields(self) -> dict[str, str] | None:
+        """The ``key value`` lines of :attr:`oom_events` (None without one)."""
+        if self.oom_events is None:
+            return None
+        return dict(line.split(" ", 1) for line in self.oom_events.read_text().splitlines() if " " in line)
+
+    def _v1_peaks(self) -> list[Path]:
+        """v1's high-water marks: memory's, and memory + swap's where swap is accounted."""
+        names = ("memory.max_usage_in_bytes", "memory.memsw.max_usage_in_bytes")
+        return [self.oom_events.parent / n for n in names if (self.oom_events.parent / n).exists()]
 
     def join_prefix(self) -> list[str]:
         """Command prefix that moves itself into the cgroups, then execs the rest."""
