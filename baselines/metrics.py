@@ -75,17 +75,20 @@ class MetricsLogger:
             self._wandb.finish()
 
 
-def tool_usage_alerts(metrics: Mapping[str, float], minimum: Mapping[str, float]) -> dict[str, float]:
+def tool_usage_alerts(metrics: Mapping[str, float], minimum: Mapping[str, float], *, warn: bool = True) -> dict[str, float]:
     """``alert/tool_usage_low/<tool>`` = 1 for each tool used by fewer episodes than asked.
 
     A tool whose usage collapses (the policy stopped searching, say) is an early sign of
-    a degenerate policy; it is logged as a warning and as a metric.
+    a degenerate policy; it is logged as a warning (``warn``: the main process only, as
+    the figures are every process's) and as a metric.
     """
     alerts = {}
     for tool, floor in minimum.items():
         usage = metrics.get(f"tool/{tool}/usage_frac")
         if usage is not None and usage < floor:
-            logger.warning("tool %r used in %.1f%% of episodes, below the configured %.1f%%", tool, 100 * usage, 100 * floor)
+            if warn:
+                logger.warning("tool %r used in %.1f%% of episodes, below the configured %.1f%%", tool, 100 * usage,
+                               100 * floor)
             alerts[f"alert/tool_usage_low/{tool}"] = 1.0
     return alerts
 

@@ -19,6 +19,10 @@ It writes ``alarm/*`` metrics (``alarm/fired``, ``alarm/rise``, ``alarm/injectio
 ``<run_dir>/alarm/step-<N>.md`` with a JSON twin, that quotes the trajectories. With
 ``reward_watch.pause`` the trainer stops after the step (the decision depends only on
 all-reduced metrics, so every rank stops together).
+
+Under several processes the suspects are the step's ``top_k`` over every rank's
+trajectories, not each rank's own: each rank re-scores those of the global top that it
+holds, and every rank reports the same alarm as one process holding the whole batch.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import numpy as np
 
 from agentgym.judges import Judge, find_injections, normalise_answer, strip_injections
 from baselines.config import RewardWatchConfig
+from baselines.distributed import DistInfo, all_gather_lists
 
 __all__ = ["RewardWatch", "Rescorer", "Suspect", "AlarmReport", "answer_text", "make_reward_watch"]
 
@@ -151,6 +156,15 @@ class AlarmReport:
         return "\n".join(lines)
 
 
+def _merged(per_rank: list[dict[str, float]]) -> dict[str, float]:
+    """The rises every rank saw, the largest of each metric's."""
+    out: dict[str, float] = {}
+    for rises in per_rank:
+        for name, rise in rises.items():
+            out[name] = max(out.get(name, rise), rise)
+    return out
+
+
 def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3f}"
 
@@ -162,12 +176,16 @@ class RewardWatch:
         config: the ``reward_watch`` section.
         rescorer: re-scores answers (``None``: detectors only).
         report_dir: where ``step-<N>.md``/``.json`` go (``None``: no files, e.g. non-main ranks).
+        info: the processes of a distributed run (``None``: one process); their
+            trajectories are one batch.
     """
 
-    def __init__(self, config: RewardWatchConfig, rescorer: Rescorer | None, report_dir: Path | None) -> None:
+    def __init__(self, config: RewardWatchConfig, rescorer: Rescorer | None, report_dir: Path | None,
+                 info: DistInfo | None = None) -> None:
         self.config = config
         self.rescorer = rescorer
         self.report_dir = report_dir
+        self.info = info if info is not None and info.enabled else None
         self.history: dict[str, deque[float]] = {m: deque(maxlen=config.window) for m in config.metrics}
         self.reports: list[AlarmReport] = []
         self.paused = False
@@ -186,9 +204,11 @@ class RewardWatch:
     def observe(self, step: int, trajectories: list[Any], metrics: dict[str, float]) -> dict[str, float]:
         """Take one step's metrics and trajectories; return its ``alarm/*`` metrics."""
         rises = self._rises(metrics)
+        if self.info is not None:  # one decision for every rank, as each joins the gathers below
+            rises = _merged(all_gather_lists([rises], self.info))
         if not rises:
             return {"alarm/fired": 0.0}
-        report = AlarmReport(step, rises, [self._suspect(t) for t in self._top(trajectories)])
+        report = AlarmReport(step, rises, self._suspects(trajectories))
         self.reports.append(report)
         self._write(report)
         self.paused = self.config.pause
@@ -197,6 +217,18 @@ class RewardWatch:
     def _top(self, trajectories: list[Any]) -> list[Any]:
         live = [t for t in trajectories if not t.infra_failed and isinstance(t.info.get("answer"), dict)]
         return sorted(live, key=lambda t: -t.reward)[: self.config.top_k]
+
+    def _suspects(self, trajectories: list[Any]) -> list[Suspect]:
+        """The step's ``top_k`` by reward over every process, highest first (ties: the
+        lower rank, then the earlier episode), each re-scored by the rank that holds it."""
+        mine = self._top(trajectories)
+        if self.info is None:
+            return [self._suspect(t) for t in mine]
+        rank = self.info.rank
+        offers = all_gather_lists([(-float(t.reward), rank, i) for i, t in enumerate(mine)], self.info)
+        chosen = sorted(offers)[: self.config.top_k]
+        held = [(key, self._suspect(mine[key[2]])) for key in chosen if key[1] == rank]
+        return [s for _, s in sorted(all_gather_lists(held, self.info), key=lambda pair: pair[0])]
 
     def _suspect(self, t: Any) -> Suspect:
         answer = t.info["answer"]
@@ -225,13 +257,14 @@ class RewardWatch:
 
 
 def make_reward_watch(config: Any, run_dir: Path, is_main: bool,
-                      env_kwargs: dict[str, Any] | None = None) -> RewardWatch | None:
+                      env_kwargs: dict[str, Any] | None = None, info: DistInfo | None = None) -> RewardWatch | None:
     """The trainer's watch from a ``TrainConfig`` (``None`` when ``reward_watch.enabled`` is off).
     ``env_kwargs``: the rollout envs' own (default ``env.kwargs``), so a rescored task id
-    regenerates the task the policy was given."""
+    regenerates the task the policy was given. ``info``: the run's processes, whose
+    trajectories the watch takes as one batch."""
     rw = config.reward_watch
     if not rw.enabled:
         return None
     kwargs = config.env.kwargs if env_kwargs is None else env_kwargs
     rescorer = Rescorer(config.env.id, kwargs, rw.second_judge) if not config.env.is_team else None
-    return RewardWatch(rw, rescorer, run_dir / "alarm" if is_main else None)
+    return RewardWatch(rw, rescorer, run_dir / "alarm" if is_main else None, info)

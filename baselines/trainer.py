@@ -244,7 +244,7 @@ class Trainer:
                                  fleet_address=config.rollout.fleet_address)
         self.logger = MetricsLogger(self.run_dir, tensorboard=config.log.tensorboard, wandb_project=config.log.wandb_project,
                                     config=config_to_dict(config), fresh=not self._resuming()) if self.info.is_main else None
-        self.watch = make_reward_watch(config, self.run_dir, self.info.is_main, self.env_kwargs)  # reward-jump alarm
+        self.watch = make_reward_watch(config, self.run_dir, self.info.is_main, self.env_kwargs, self.info)  # reward-jump alarm
         self.outage = OutageWatch(config.rollout.outage_frac, config.rollout.outage_steps)
         self.last_infra_causes: dict[str, int] = {}
         self.replay = TaskReplay(config.rollout.tasks_per_step, config.rollout.replay_frac, config.rollout.replay_uses, config.seed)
@@ -472,7 +472,7 @@ class Trainer:
         metrics.update(self._episode_metrics(trajs, adv))
         if self.replay.enabled:
             metrics.update(observe_rollout(self.replay, self.step, batch, self.info))
-        metrics.update(tool_usage_alerts(metrics, cfg.log.tool_usage_min))
+        metrics.update(tool_usage_alerts(metrics, cfg.log.tool_usage_min, warn=self.info.is_main))
         metrics["perf/rollout_tokens_per_s"] = stats["rollout/tokens_per_s"]
         metrics["perf/sync_s"] = self.last_sync_s if metrics["train/optimizer_steps"] > 0 else 0.0
         if self.ewma is not None:
@@ -630,7 +630,7 @@ class Trainer:
             paused = False
             if self.watch is not None:
                 metrics.update(self.watch.observe(self.step, self.last_trajectories, metrics))
-                # One decision for every rank: a watched metric may be one rank's own (tool/*).
+                # One decision for every rank (the watch fires on every rank together).
                 paused = all_reduce_sum(float(self.watch.paused), self.info) > 0
                 if paused and cfg.eval_every and evaluated_at != self.step:  # "after" is the paused policy's
                     last_eval, evaluated_at = self.evaluate(), self.step

@@ -36,7 +36,8 @@ def _run(strategy: str, world: int, out: Path, case: str = "unequal") -> dict:
     for p in procs:
         output, _ = p.communicate(timeout=240)
         assert p.returncode == 0, output[-3000:]
-    return torch.load(out, weights_only=False) if case not in ("rng", "replay", "rollout_stats", "trainer", "tiny_model") else {}
+    return torch.load(out, weights_only=False) if case not in ("rng", "replay", "rollout_stats", "trainer", "tiny_model",
+                                                                 "reward_watch") else {}
 
 
 @pytest.fixture(scope="module")
@@ -154,6 +155,25 @@ def test_a_two_rank_trainer_logs_every_ranks_episodes(tmp_path):
     assert len(rows) == 1, rows
     assert rows[0]["rollout/episodes"] + rows[0]["rollout/dropped_infra_failed"] == 8, rows[0]
     assert rows[0]["tool/calculate/usage_frac"] is not None
+    # The tool-usage floor (1.0, which no random policy meets) is warned about once, by
+    # the main process: every rank holds the same global figures.
+    assert rows[0]["alert/tool_usage_low/answer"] == 1.0, rows[0]
+    warned = [int(Path(f"{tmp_path / 'two'}.warnings.rank{rank}").read_text()) for rank in (0, 1)]
+    assert warned[0] >= 1 and warned[1] == 0, warned
+
+
+def test_two_ranks_alarm_on_the_steps_top_trajectories_over_every_process(tmp_path):
+    """The reward-jump alarm's suspects are the step's highest rewards over every rank
+    (here both on rank 1, one of them an injection), and every rank reports the same
+    alarm as one process holding all the trajectories."""
+    _run("none", 1, tmp_path / "one", "reward_watch")
+    _run("ddp", 2, tmp_path / "two", "reward_watch")
+    one = torch.load(f"{tmp_path / 'one'}.rank0", weights_only=False)
+    assert one["first"] == {"alarm/fired": 0.0} and one["suspects"] == ["task-2", "task-3"]
+    assert one["second"]["alarm/fired"] == 1.0 and one["second"]["alarm/injection_frac"] == 0.5
+    for rank in (0, 1):
+        two = torch.load(f"{tmp_path / 'two'}.rank{rank}", weights_only=False)
+        assert two == one, (rank, two)
 
 
 def test_every_rank_loads_the_tiny_model_the_main_process_built(tmp_path):
