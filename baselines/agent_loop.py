@@ -25,7 +25,7 @@ import numpy as np
 from agentgym.telemetry import Telemetry
 from agentgym.vector import ToolVectorEnv
 from baselines.chat_tokens import ChatTokenizer
-from baselines.engines.base import Generation, RolloutEngine, SamplingConfig
+from baselines.engines.base import Generation, RolloutEngine, SamplingConfig, derived_seed
 from baselines.trajectory import RolloutBatch, Trajectory
 
 __all__ = ["AgentLoop", "AgentLoopConfig", "make_rollout_envs", "EnvStep", "start_trajectory", "record_generation", "record_step", "end_episode",
@@ -91,11 +91,20 @@ class AgentLoop:
         self._rng = np.random.default_rng(0)
         self.last_batch: RolloutBatch | None = None
 
-    def collect(self, task_seeds: Sequence[int], group_size: int, sampling_seed: int | None = None) -> RolloutBatch:
-        """Run one episode per env: env ``i`` plays task ``task_seeds[i // group_size]``."""
+    def collect(self, task_seeds: Sequence[int], group_size: int, sampling_seed: int | None = None,
+                episode_seeds: Sequence[int] | None = None) -> RolloutBatch:
+        """Run one episode per env: env ``i`` plays task ``task_seeds[i // group_size]``.
+
+        Turn ``n``'s engine call is seeded ``sampling_seed + n``, so an episode's draws
+        depend on the episodes that share the call. ``episode_seeds`` (one per episode)
+        seed each episode's turn ``n`` with ``derived_seed(episode_seed, n)`` instead: an
+        evaluation's task then draws the same whatever it is batched with, which a paired
+        comparison of two policies on the same tasks relies on."""
         n = len(task_seeds) * group_size
         if n > len(self.envs):
             raise ValueError(f"Expected at most {len(self.envs)} episodes (one per env), actual value: {n}")
+        if episode_seeds is not None and len(episode_seeds) != n:
+            raise ValueError(f"Expected one episode seed per episode ({n}), actual: {len(episode_seeds)}")
         envs = self.envs[:n]
         seeds = [int(s) for s in task_seeds for _ in range(group_size)]
         t0 = time.perf_counter()
@@ -105,7 +114,8 @@ class AgentLoop:
         live = [i for i, t in enumerate(trajs) if not t.infra_failed]
         turn = 0
         while live:
-            gens = self._generate([trajs[i] for i in live], stats, None if sampling_seed is None else sampling_seed + turn)
+            rows = None if episode_seeds is None else [derived_seed(episode_seeds[i], turn) for i in live]
+            gens = self._generate([trajs[i] for i in live], stats, None if sampling_seed is None else sampling_seed + turn, rows)
             actions = [record_generation(self.chat, trajs[i], g) for i, g in zip(live, gens)]
             t_env = time.perf_counter()
             _, rewards, terms, truncs, step_infos = ToolVectorEnv([envs[i] for i in live], autoreset=False).step(actions)
@@ -125,9 +135,14 @@ class AgentLoop:
         _, infos = ToolVectorEnv(envs, autoreset=False).reset(seed=seeds)
         return [start_trajectory(self.chat, info, i // group_size) for i, info in enumerate(infos)], infos
 
-    def _generate(self, trajs: list[Trajectory], stats: dict[str, float], seed: int | None) -> list[Generation]:
+    def _generate(self, trajs: list[Trajectory], stats: dict[str, float], seed: int | None,
+                  row_seeds: list[int] | None = None) -> list[Generation]:
         t = time.perf_counter()
-        gens = self.engine.generate([tr.token_ids for tr in trajs], self.config.sampling, seed=seed)
+        prompts = [tr.token_ids for tr in trajs]
+        if row_seeds is None:  # passed only when asked for: an engine without row seeds still trains
+            gens = self.engine.generate(prompts, self.config.sampling, seed=seed)
+        else:
+            gens = self.engine.generate(prompts, self.config.sampling, seed=seed, row_seeds=row_seeds)
         stats["rollout/gen_s"] += time.perf_counter() - t
         return gens
 

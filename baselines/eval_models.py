@@ -28,7 +28,9 @@ class TokenAgent:
     """Plays every seat of a run with one local engine, token-in/token-out.
 
     Args:
-        engine: an asynchronous engine (``agenerate(prompt_ids, sampling)``).
+        engine: an asynchronous engine (``agenerate(prompt_ids, sampling, order, seed)``);
+            each turn asks with its own seed (:meth:`SeatState.turn_seed`), so a sampled
+            episode draws the same tokens whatever shares the engine's calls with it.
         chat: the tokenizer's chat bookkeeping.
         sampling: per-turn sampling (``temperature=0``: greedy).
         max_seq_len: an episode whose next turn would not fit ends as the agent's
@@ -62,7 +64,7 @@ class TokenAgent:
                                      f"exceed max_seq_len {self.max_seq_len}")
         loop = asyncio.get_running_loop()
         start = loop.time()
-        gen = (await self.engine.agenerate(ids, self.config, order=state.episode)).generation
+        gen = (await self.engine.agenerate(ids, self.config, order=state.episode, seed=state.turn_seed())).generation
         state.extra["ids"] = ids + list(gen.token_ids)
         state.extra["turn_ended"] = gen.finish_reason == "stop"
         state.extra["seen"] = len(state.messages) + 1  # the assistant message appended after this turn

@@ -40,7 +40,7 @@ from baselines.checkpoint import load_checkpoint, save_checkpoint
 from baselines.config import TrainConfig, config_to_dict
 from baselines.distributed import (DistInfo, all_gather_lists, all_reduce_max, all_reduce_sum, full_state_dict, init_distributed, shard_like,
                                    unwrap_model, wrap_model)
-from baselines.engines.base import RolloutEngine, SamplingConfig
+from baselines.engines.base import RolloutEngine, SamplingConfig, derived_seed
 from baselines.engines.hf_async import BatchingEngine
 from baselines.errors import ConfigError
 from baselines.ewma import EWMAModel, ewma_age_for_batch_size
@@ -536,7 +536,11 @@ class Trainer:
                 continue
             loop = AgentLoop(envs, self.engine, self.chat, limits)
             self.engine.wake_up()
-            batch = loop.collect(chunk, samples, sampling_seed=cfg.seed + start)
+            # Each episode samples from its own seed (the run's, its task's, its sample's), so
+            # a task draws the same whatever chunk it falls in: two evaluations of the same
+            # tasks share their noise task by task (the paired gain's premise).
+            episode_seeds = [derived_seed(cfg.seed, task, k) for task in chunk for k in range(samples)]
+            batch = loop.collect(chunk, samples, episode_seeds=episode_seeds if temperature > 0 else None)
             self.engine.sleep()
             score.wins += sum(t.success for t in batch.trajectories)
             score.episodes += len(batch.trajectories)

@@ -11,8 +11,11 @@ record needs (the assistant message as the model sent it, tokens, latency).
 from __future__ import annotations
 
 import inspect
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
 
 from agentgym.errors import AgentgymError
 
@@ -63,6 +66,17 @@ class SeatState:
     seat: str | None = None
     turn: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def turn_seed(self) -> int | None:
+        """The sampling seed of this seat's current turn, derived from the episode's
+        (``extra["sampling_seed"]``; ``None`` without one), the seat and the turn: distinct
+        for every turn of every seat of every episode. (``episode seed + turn`` gave
+        episode i's second turn episode i + 1's first seed.)"""
+        base = self.extra.get("sampling_seed")
+        if base is None:
+            return None
+        seat = 0 if self.seat is None else zlib.crc32(self.seat.encode()) + 1
+        return int(np.random.SeedSequence([int(base) & (2**64 - 1), seat, self.turn]).generate_state(1)[0])
 
 
 @runtime_checkable

@@ -83,9 +83,8 @@ class ChatAgent:
 
     async def act(self, state: SeatState) -> Turn:
         mode = self.client.settings.tool_mode
-        seed = None if state.extra.get("sampling_seed") is None else state.extra["sampling_seed"] + state.turn
         start = time.perf_counter()
-        completion = await self.client.complete(request_messages(state.messages, mode), state.tools, seed)
+        completion = await self.client.complete(request_messages(state.messages, mode), state.tools, state.turn_seed())
         latency = time.perf_counter() - start
         message = completion.message
         content = message.get("content") or ""

@@ -13,7 +13,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 import torch
 
-__all__ = ["SamplingConfig", "Generation", "RolloutEngine", "FinishReason", "strip_wrapper_prefixes"]
+__all__ = ["SamplingConfig", "Generation", "RolloutEngine", "FinishReason", "derived_seed", "strip_wrapper_prefixes"]
 
 FinishReason = Literal["stop", "length"]
 
@@ -59,8 +59,11 @@ class Generation:
 class RolloutEngine(Protocol):
     """Generates completions for token-id prompts and receives trainer weights."""
 
-    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig, seed: int | None = None) -> list[Generation]:
-        """One completion per prompt, in order."""
+    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig, seed: int | None = None,
+                 row_seeds: Sequence[int] | None = None) -> list[Generation]:
+        """One completion per prompt, in order. ``seed`` seeds the call; ``row_seeds``
+        (one per prompt, in place of ``seed``) give each prompt a draw of its own that
+        does not depend on what else is in the call."""
         ...
 
     def sync_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
@@ -74,6 +77,19 @@ class RolloutEngine(Protocol):
     def wake_up(self) -> None:
         """Re-acquire accelerator memory before generating."""
         ...
+
+
+def derived_seed(*keys: int) -> int:
+    """A 32-bit seed derived from ``keys`` (a run's seed, a task, a sample, a turn):
+    distinct keys give unrelated seeds, which consecutive integers are not for every
+    generator.
+
+    >>> derived_seed(7, 0) != derived_seed(7, 1)
+    True
+    """
+    import numpy as np
+
+    return int(np.random.SeedSequence([int(k) for k in keys]).generate_state(1)[0])
 
 
 def strip_wrapper_prefixes(name: str) -> str:

@@ -5,6 +5,13 @@ position ids from the attention mask, so a sequence's log-probs do not depend on
 padding and match the trainer's unpadded forward. The sampled token's log-prob comes
 from ``output_scores`` (logits after temperature/top-p warping), i.e. the distribution
 that was actually sampled, like vLLM's ``processed_logprobs``.
+
+**Per-row seeds.** ``generate``'s sampler draws a whole call's rows from one generator,
+so a row's tokens depend on the rows beside it. With ``row_seeds`` each row draws from a
+generator of its own (:class:`RowSampler`): the Gumbel-max trick, ``argmax(log p + G)``
+with ``G`` standard Gumbel noise, samples exactly from ``p`` (Gumbel 1954; Maddison et
+al. 2014, "A* Sampling"), and the noise is the row's, so an evaluation's episode draws
+the same tokens whichever episodes share its calls.
 """
 
 from __future__ import annotations
@@ -13,10 +20,43 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import torch
+from transformers import LogitsProcessor, LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
 
 from baselines.engines.base import Generation, SamplingConfig, strip_wrapper_prefixes
 
-__all__ = ["HFEngine"]
+__all__ = ["HFEngine", "RowSampler"]
+
+
+class RowSampler(LogitsProcessor):
+    """Samples each row from its own generator: temperature, then top-p (transformers'
+    own warpers, so the distribution is ``generate``'s), then Gumbel noise from the row's
+    generator, so that greedy decoding of the result is a sample. Keeps each step's
+    warped log-probs, which are what the sampled tokens' log-probs are read from.
+
+    Args:
+        seeds: one per row.
+        sampling: the turn's temperature (> 0) and top-p.
+    """
+
+    def __init__(self, seeds: Sequence[int], sampling: SamplingConfig, device: torch.device) -> None:
+        self.generators = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
+        self.warpers = [TemperatureLogitsWarper(sampling.temperature)]
+        if sampling.top_p < 1.0:
+            self.warpers.append(TopPLogitsWarper(sampling.top_p))
+        self.logprobs: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        warped = scores.float()
+        for warper in self.warpers:
+            warped = warper(input_ids, warped)
+        logp = torch.log_softmax(warped, dim=-1)
+        self.logprobs.append(logp)
+        # G = -log(-log U), U uniform on (0, 1): one draw per row and token from the row's own stream.
+        u = torch.stack([torch.rand(logp.shape[-1], generator=g, device=logp.device) for g in self.generators])
+        gumbel = -torch.log(-torch.log(u.clamp(min=torch.finfo(u.dtype).tiny)))
+        return logp + gumbel  # a -inf (top-p cut) token stays -inf
+
+
 
 
 class HFEngine:
@@ -51,15 +91,22 @@ class HFEngine:
         self.max_batch_size = max_batch_size
 
     @torch.no_grad()
-    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig, seed: int | None = None) -> list[Generation]:
-        if seed is not None:
+    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig, seed: int | None = None,
+                 row_seeds: Sequence[int] | None = None) -> list[Generation]:
+        """One completion per prompt. ``seed`` seeds the call's one generator; ``row_seeds``
+        (one per prompt) give each row its own instead (the module docstring)."""
+        if row_seeds is not None and len(row_seeds) != len(prompts):
+            raise ValueError(f"Expected one row seed per prompt ({len(prompts)}), actual: {len(row_seeds)}")
+        if seed is not None and row_seeds is None:
             torch.manual_seed(seed)
         out: list[Generation] = []
         for start in range(0, len(prompts), self.max_batch_size):
-            out.extend(self._generate_chunk(prompts[start : start + self.max_batch_size], sampling))
+            end = start + self.max_batch_size
+            out.extend(self._generate_chunk(prompts[start:end], sampling, None if row_seeds is None else row_seeds[start:end]))
         return out
 
-    def _generate_chunk(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig) -> list[Generation]:
+    def _generate_chunk(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig,
+                        row_seeds: Sequence[int] | None = None) -> list[Generation]:
         width = max(len(p) for p in prompts)
         ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
         mask = torch.zeros_like(ids)
@@ -68,22 +115,28 @@ class HFEngine:
             mask[i, width - len(p) :] = 1
         stop = list(self.eos_token_ids) + list(sampling.stop_token_ids)
         greedy = sampling.temperature == 0
+        rows = RowSampler(row_seeds, sampling, self.device) if row_seeds is not None and not greedy else None
+        sample = not greedy and rows is None  # transformers' sampler, one generator for the call
         result = self.model.generate(
             input_ids=ids.to(self.device),
             attention_mask=mask.to(self.device),
             max_new_tokens=sampling.max_new_tokens,
-            do_sample=not greedy,
-            temperature=None if greedy else sampling.temperature,
-            top_p=None if greedy else sampling.top_p,
+            do_sample=sample,
+            temperature=sampling.temperature if sample else None,
+            top_p=sampling.top_p if sample else None,
             top_k=None,
             eos_token_id=stop,
             pad_token_id=self.pad_token_id,
-            output_scores=True,
+            logits_processor=LogitsProcessorList([rows] if rows is not None else []),
+            output_scores=rows is None,
             return_dict_in_generate=True,
         )
         new = result.sequences[:, width:].cpu()
-        scores = torch.stack(result.scores, dim=1).float().cpu()  # [B, T_new, V]
-        logprobs = torch.log_softmax(scores, dim=-1).gather(-1, new[..., None]).squeeze(-1)
+        if rows is not None:  # the warped distributions the rows were sampled from
+            logp = torch.stack(rows.logprobs, dim=1).cpu()  # [B, T_new, V]
+        else:
+            logp = torch.log_softmax(torch.stack(result.scores, dim=1).float().cpu(), dim=-1)
+        logprobs = logp[:, : new.shape[1]].gather(-1, new[..., None]).squeeze(-1)
         return [self._trim(new[i].tolist(), logprobs[i].tolist(), set(stop)) for i in range(len(prompts))]
 
     @staticmethod

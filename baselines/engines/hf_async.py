@@ -38,7 +38,7 @@ import torch
 
 from agentgym.runtime import get_loop, run_sync
 from baselines.engines.async_contract import Lockstep, VersionedGeneration
-from baselines.engines.base import Generation, RolloutEngine, SamplingConfig
+from baselines.engines.base import Generation, RolloutEngine, SamplingConfig, derived_seed
 
 __all__ = ["BatchingEngine"]
 
@@ -49,6 +49,7 @@ class _Request:
     sampling: SamplingConfig
     order: int
     future: asyncio.Future[VersionedGeneration]
+    seed: int | None = None
 
 
 class BatchingEngine:
@@ -77,11 +78,14 @@ class BatchingEngine:
         self._clock = threading.Lock()
 
     # ---------------------------------------------------------------- async API
-    async def agenerate(self, prompt: Sequence[int], sampling: SamplingConfig, order: int = 0) -> VersionedGeneration:
-        """One completion of ``prompt``; ``order`` sorts the requests within a call."""
+    async def agenerate(self, prompt: Sequence[int], sampling: SamplingConfig, order: int = 0,
+                        seed: int | None = None) -> VersionedGeneration:
+        """One completion of ``prompt``; ``order`` sorts the requests within a call. A
+        ``seed`` makes the draw this request's own, whatever shares the call with it (the
+        engine's ``row_seeds``); without one it depends on the call's seed and company."""
         self._ensure_server()
         future: asyncio.Future[VersionedGeneration] = asyncio.get_running_loop().create_future()
-        self._pending.append(_Request(list(prompt), sampling, order, future))
+        self._pending.append(_Request(list(prompt), sampling, order, future, seed))
         self._wake()
         return await future
 
@@ -112,9 +116,10 @@ class BatchingEngine:
             return self.busy_s + running
 
     # ------------------------------------------- RolloutEngine protocol (sync)
-    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig, seed: int | None = None) -> list[Generation]:
+    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig, seed: int | None = None,
+                 row_seeds: Sequence[int] | None = None) -> list[Generation]:
         """A synchronous call that waits for the running one (evaluation, SFT checks)."""
-        return run_sync(self._exclusive(self.engine.generate, [list(p) for p in prompts], sampling, seed))
+        return run_sync(self._exclusive(_call_generate, self.engine, [list(p) for p in prompts], sampling, seed, row_seeds))
 
     def sync_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
         run_sync(self.async_sync_weights(state_dict))
@@ -192,7 +197,8 @@ class BatchingEngine:
             self._set_busy(True)
             try:
                 gens = await asyncio.get_running_loop().run_in_executor(
-                    self._thread, self.engine.generate, [r.prompt for r in live], live[0].sampling, seed)
+                    self._thread, _call_generate, self.engine, [r.prompt for r in live], live[0].sampling, seed,
+                    _row_seeds(live, seed if seed is not None else self.seed))
             except Exception as e:  # noqa: BLE001  (the engine failed: every request of the call learns why)
                 for r in live:
                     if not r.future.done():
@@ -212,3 +218,18 @@ class BatchingEngine:
             elif self._busy_since is not None:
                 self.busy_s += now - self._busy_since
                 self._busy_since = None
+
+
+def _row_seeds(requests: Sequence[_Request], call_seed: int) -> list[int] | None:
+    """The call's row seeds when any request brought its own (the others get one derived
+    from the call's seed and their place); ``None`` when none did."""
+    if all(r.seed is None for r in requests):
+        return None
+    return [r.seed if r.seed is not None else derived_seed(call_seed, i) for i, r in enumerate(requests)]
+
+
+def _call_generate(engine: RolloutEngine, prompts: list[list[int]], sampling: SamplingConfig, seed: int | None,
+                   row_seeds: Sequence[int] | None) -> list[Generation]:
+    if row_seeds is None:  # passed only when asked for: an engine without row seeds still serves the rest
+        return engine.generate(prompts, sampling, seed)
+    return engine.generate(prompts, sampling, seed, row_seeds=row_seeds)

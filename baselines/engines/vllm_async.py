@@ -151,13 +151,16 @@ class AsyncVLLMEngine:
         return AsyncLLM.from_engine_args(AsyncEngineArgs(**self._engine_args))
 
     # ---------------------------------------------------------------- async API
-    async def agenerate(self, prompt: Sequence[int], sampling: SamplingConfig, order: int = 0) -> VersionedGeneration:
+    async def agenerate(self, prompt: Sequence[int], sampling: SamplingConfig, order: int = 0,
+                        seed: int | None = None) -> VersionedGeneration:
+        """One completion; ``seed`` is the request's own (vLLM seeds each request apart).
+        In lockstep the call's derived seeds are used, as the synchronous loop's."""
         if self.lockstep.on:
             future: asyncio.Future[VersionedGeneration] = asyncio.get_running_loop().create_future()
             self._held.append((order, list(prompt), sampling, future))
             self._release_held()
             return await future
-        return await self._request(list(prompt), sampling, None)
+        return await self._request(list(prompt), sampling, seed)
 
     def begin_lockstep(self, barrier: int, seed: int | None) -> None:
         self.lockstep.begin(barrier, seed)
@@ -199,11 +202,17 @@ class AsyncVLLMEngine:
         return self._busy.seconds()
 
     # ------------------------------------------- RolloutEngine protocol (sync)
-    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig, seed: int | None = None) -> list[Generation]:
+    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig, seed: int | None = None,
+                 row_seeds: Sequence[int] | None = None) -> list[Generation]:
         """One completion per prompt. A ``seed`` gives each prompt its own derived seed:
-        one seed shared by all requests would make every sample of a group identical."""
+        one seed shared by all requests would make every sample of a group identical.
+        ``row_seeds`` are the prompts' own seeds instead."""
+        if row_seeds is not None and len(row_seeds) != len(prompts):
+            raise ValueError(f"Expected one row seed per prompt ({len(prompts)}), actual: {len(row_seeds)}")
+        seeds = list(row_seeds) if row_seeds is not None else [request_seed(seed, i) for i in range(len(prompts))]
+
         async def all_of() -> list[Generation]:
-            done = await asyncio.gather(*(self._request(list(p), sampling, request_seed(seed, i)) for i, p in enumerate(prompts)))
+            done = await asyncio.gather(*(self._request(list(p), sampling, s) for p, s in zip(prompts, seeds, strict=True)))
             return [d.generation for d in done]
 
         return run_sync(all_of())

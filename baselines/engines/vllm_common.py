@@ -57,7 +57,7 @@ from typing import Any, Literal
 
 import torch
 
-from baselines.engines.base import Generation, SamplingConfig, strip_wrapper_prefixes
+from baselines.engines.base import Generation, SamplingConfig, derived_seed, strip_wrapper_prefixes
 from baselines.errors import EngineError, EngineUnavailableError
 
 __all__ = [
@@ -201,11 +201,7 @@ def request_seed(seed: int | None, index: int) -> int | None:
     >>> request_seed(7, 0) != request_seed(7, 1), request_seed(None, 3)
     (True, None)
     """
-    if seed is None:
-        return None
-    import numpy as np
-
-    return int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
+    return None if seed is None else derived_seed(seed, index)
 
 
 def token_prompts(prompts: Sequence[Sequence[int]]) -> list[dict[str, list[int]]]:

@@ -24,7 +24,7 @@ class ReplayEngine:
         self.script = script  # callable(prompt_ids) -> (ids, finish_reason)
         self.prompts = []
 
-    def generate(self, prompts, sampling, seed=None):
+    def generate(self, prompts, sampling, seed=None, row_seeds=None):
         out = []
         for p in prompts:
             self.prompts.append(list(p))
@@ -141,3 +141,24 @@ def _spans(mask):
             spans.append((start, i))
             start = None
     return spans
+
+
+def test_episode_seeds_make_a_tasks_sampled_episodes_independent_of_the_batch(tiny_model_dir, tokenizer):
+    """With ``episode_seeds`` each episode samples from its own seed at every turn, so a
+    task's episodes come out the same alone or batched with other tasks (what a paired
+    before/after evaluation needs); one call seed per turn made them depend on the batch."""
+    from baselines.engines.base import derived_seed
+    from baselines.engines.hf import HFEngine
+
+    engine = HFEngine(tiny_model_dir, pad_token_id=tokenizer.pad_token_id, eos_token_ids=[tokenizer.eos_token_id])
+    envs = [gym.make("agentgym/Calculator-v0", difficulty=1) for _ in range(4)]
+    loop = AgentLoop(envs, engine, ChatTokenizer(tokenizer), AgentLoopConfig(SamplingConfig(max_new_tokens=24, temperature=1.0), 2048, 0.0))
+    seeds = {task: [derived_seed(0, task, k) for k in range(2)] for task in (3, 5)}
+    both = loop.collect([3, 5], 2, episode_seeds=seeds[3] + seeds[5]).trajectories
+    alone = loop.collect([5], 2, episode_seeds=seeds[5]).trajectories
+    assert [t.token_ids for t in both[2:]] == [t.token_ids for t in alone]
+    assert both[2].token_ids != both[3].token_ids  # the two samples of a task are two draws
+    batch_seeded = loop.collect([3, 5], 2, sampling_seed=0).trajectories
+    assert [t.token_ids for t in batch_seeded] != [t.token_ids for t in both]
+    for env in envs:
+        env.close()

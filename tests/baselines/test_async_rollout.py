@@ -70,7 +70,7 @@ class ScriptedEngine:
         self.tokenizer = tokenizer
         self.synced = 0
 
-    def generate(self, prompts, sampling, seed=None):
+    def generate(self, prompts, sampling, seed=None, row_seeds=None):
         out = []
         for p in prompts:
             turn = self.tokenizer.decode(p).count("<tool_response>")
@@ -194,7 +194,7 @@ def test_a_hung_step_times_out_into_a_dropped_episode_and_the_next_batch_arrives
 
 def test_an_engine_error_reaches_the_trainer(tokenizer):
     class Broken(ScriptedEngine):
-        def generate(self, prompts, sampling, seed=None):
+        def generate(self, prompts, sampling, seed=None, row_seeds=None):
             raise RuntimeError("engine died")
 
     rollout, engine = _gated_rollout(tokenizer, {}, max_staleness=0)

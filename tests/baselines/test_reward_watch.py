@@ -62,7 +62,7 @@ class ScriptedPolicy:
             return HONEST
         return WEAK_ANSWER + (f" {INJECTION}" if self.syncs >= self.hack_after else "")
 
-    def generate(self, prompts, sampling, seed=None):
+    def generate(self, prompts, sampling, seed=None, row_seeds=None):
         assert sampling.temperature == 1.0 and sampling.top_p == 1.0  # the log-probs below are at T=1
         out = []
         for prompt in prompts:

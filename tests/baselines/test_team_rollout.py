@@ -56,7 +56,7 @@ class ScriptedTeamEngine:
         answer += int(seed in self.wrong)
         return '<tool_call>{"name": "propose", "arguments": {"answer": {"answer": %d}}}</tool_call>' % answer
 
-    def generate(self, prompts, sampling, seed=None):
+    def generate(self, prompts, sampling, seed=None, row_seeds=None):
         self.call_sizes.append(len(prompts))
         out = []
         for p in prompts:

@@ -54,7 +54,7 @@ class CoinFlipTeamEngine:
         proposal = {"name": "propose", "arguments": {"answer": {"answer": answer + (not right)}}}
         return f"<tool_call>{json.dumps(proposal)}</tool_call>"
 
-    def generate(self, prompts, sampling, seed=None):
+    def generate(self, prompts, sampling, seed=None, row_seeds=None):
         out = []
         for p in prompts:
             ids = self.tokenizer.encode(self._text(self.tokenizer.decode(p)), add_special_tokens=False)

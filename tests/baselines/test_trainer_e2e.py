@@ -177,6 +177,28 @@ def test_evaluation_holds_no_more_envs_than_a_rollout_batch(tmp_path, trained_mo
         trainer.close()
 
 
+def test_a_sampled_evaluation_draws_each_tasks_episodes_whatever_it_is_batched_with(tmp_path, trained_model_dir,
+                                                                                   monkeypatch):
+    """Each sampled episode has its own seed (the run's, its task's, its sample's), so a
+    task's episodes are the same in chunks of 4 tasks or in one pass: what a paired
+    before/after comparison on the same tasks needs. One seed per chunk and turn made a
+    task's draws depend on the chunk it fell in and on which episodes were still running."""
+    import baselines.trainer as trainer_module
+
+    monkeypatch.setattr(trainer_module, "EVAL_CHUNK_EPISODES", 8)
+    trainer = Trainer(_config(tmp_path, trained_model_dir, steps=1, extra=[
+        "sft.episodes=0", "rollout.tasks_per_step=2", "rollout.group_size=2"]))
+    try:
+        seeds = list(range(24))
+        chunked = trainer._success_per_task("validation", seeds, 1.0, samples=2)  # chunks of 4 tasks
+        trainer.config.rollout.tasks_per_step = 24  # one pass over every task
+        whole = trainer._success_per_task("validation", seeds, 1.0, samples=2)
+        assert chunked.per_task == whole.per_task and chunked.episodes == whole.episodes == 48
+        assert 2 < chunked.wins < 46  # episodes that succeed and fail: the comparison can fail
+    finally:
+        trainer.close()
+
+
 def test_sft_stop_patience_keeps_the_best_checks_weights(tmp_path, trained_model_dir):
     """SFT checked after every step with patience 2 stops two checks after its best and
     keeps the best check's weights: the same weights as a run of exactly that many SFT

@@ -97,3 +97,21 @@ def test_vllm_and_transformers_give_the_same_greedy_actions(trained_model_dir):
     actions = lambda res: [[m["token_ids"] for m in r["messages"] if m["role"] == "assistant"] for r in res.records]  # noqa: E731
     assert actions(hf) == actions(vl)
     assert [r["reward"] for r in hf.records] == [r["reward"] for r in vl.records]
+
+
+def test_a_sampled_vllm_episode_draws_the_same_at_any_concurrency(trained_model_dir):
+    """Each turn's request carries its own seed (the episode's, the turn's), so an episode
+    samples the same tokens whichever requests vLLM batches it with."""
+    from agentgym.evaluation.run import close_agent
+    from baselines.eval_models import vllm_agent
+
+    agent = vllm_agent(str(trained_model_dir), {"max_tokens": 40, "max_seq_len": 2048, "dtype": "float32",
+                                                "temperature": 1.0})
+    try:
+        a = run_eval(EvalPlan("agentgym/Calculator-v0", tasks=6, concurrency=6), agent)
+        b = run_eval(EvalPlan("agentgym/Calculator-v0", tasks=6, concurrency=1), agent)
+    finally:
+        close_agent(agent)
+    actions = lambda res: [[m["token_ids"] for m in r["messages"] if m["role"] == "assistant"] for r in res.records]  # noqa: E731
+    assert actions(a) == actions(b)
+    assert len({tuple(map(tuple, x)) for x in actions(a)}) > 1  # sampled: episodes differ

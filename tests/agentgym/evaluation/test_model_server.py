@@ -227,3 +227,16 @@ def test_an_eval_whose_every_episode_the_infrastructure_failed_scores_nothing_an
     assert report["overall"]["n"] == 0 and report["overall"]["diff"] is None
     shown = CliRunner().invoke(app, ["eval", "compare", str(out), str(out)])
     assert shown.exit_code == 0 and "n/a" in shown.stdout
+
+
+def test_every_request_of_a_run_carries_a_seed_of_its_own(server):
+    """Each (episode, turn) has its own sampling seed. A seed of ``episode seed + turn``
+    gave episode i's second turn the seed of episode i + 1's first, so their draws were
+    correlated (the same noise on two prompts)."""
+    srv = server()
+    agent = ChatAgent(ChatClient(ChatSettings(srv.url, "tiny", temperature=0.7, timeout_s=5), retry=FAST_RETRY))
+    result = run_eval(EvalPlan("agentgym/Calculator-v0", tasks=12, concurrency=4), agent)
+    assert len(result.records) == 12
+    seeds = [body["seed"] for body in srv.script.bodies]
+    assert len(seeds) > 12  # several turns per episode
+    assert len(set(seeds)) == len(seeds), sorted(seeds)
