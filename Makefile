@@ -36,7 +36,11 @@ demo: image
 	$(PY) -m baselines.demo
 
 test: image
-	$(PYTEST) -q -rs -p no:randomly  # -rs: every skip and its reason in the summary
+	$(PYTEST) -q -rs -p no:randomly -n 2 --dist loadgroup  # -rs: every skip and its reason in the summary
+# -n 2 --dist loadgroup: the tests that share the Docker engine and the process table
+# (tests/sandboxes, tests/agentgym) run in order on one worker, as before, while the
+# trainer's and the tasks' tests fill the other core (tests/conftest.py): 17:53 against
+# 27:48 in one process on this 2-core machine kind.
 
 # The documentation site from docs/ into site/; --strict turns every warning (a broken
 # link, a page missing from the nav, an API name that moved) into a failure.
