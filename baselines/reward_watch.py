@@ -118,6 +118,8 @@ class Suspect:
     chars: int
     stripped_reward: float | None = None
     second_reward: float | None = None
+    rescore_error: str | None = None
+    """Why re-scoring failed (the detectors' findings stand); ``None`` when it ran."""
 
 
 @dataclass
@@ -152,7 +154,9 @@ class AlarmReport:
             lines += [f"### {i}. task `{x.task_id}`: reward {x.reward:.3f}, markers stripped "
                       f"{_fmt(x.stripped_reward)}, second judge {_fmt(x.second_reward)}",
                       f"findings: {', '.join(x.findings) or 'none'}; invisible characters {x.invisible}, "
-                      f"look-alikes {x.folded}, {x.chars} characters", "", "```text", x.answer[:2000], "```", ""]
+                      f"look-alikes {x.folded}, {x.chars} characters"
+                      + (f"; re-scoring failed: {x.rescore_error}" if x.rescore_error else ""),
+                      "", "```text", x.answer[:2000], "```", ""]
         return "\n".join(lines)
 
 
@@ -219,8 +223,10 @@ class RewardWatch:
         return sorted(live, key=lambda t: -t.reward)[: self.config.top_k]
 
     def _suspects(self, trajectories: list[Any]) -> list[Suspect]:
-        """The step's ``top_k`` by reward over every process, highest first (ties: the
-        lower rank, then the earlier episode), each re-scored by the rank that holds it."""
+        """The step's ``top_k`` by reward over every process, highest first, each re-scored
+        by the rank that holds it. Ties go to the lower rank, then to the rank's earlier
+        episode, so with ties at the cut the pick can differ from one process's (which
+        deals its episodes in another order)."""
         mine = self._top(trajectories)
         if self.info is None:
             return [self._suspect(t) for t in mine]
@@ -237,8 +243,11 @@ class RewardWatch:
         s = Suspect(t.task_id, float(t.reward), text, sorted({f.pattern for f in find_injections(norm.text)}),
                     norm.invisible_removed, norm.folded, len(text))
         if self.rescorer is not None:
-            s.stripped_reward = self.rescorer.score(t.task_id, _strip_args(answer))
-            s.second_reward = self.rescorer.second(t.task_id, answer)
+            try:
+                s.stripped_reward = self.rescorer.score(t.task_id, _strip_args(answer))
+                s.second_reward = self.rescorer.second(t.task_id, answer)
+            except Exception as e:  # noqa: BLE001  (reported; a rank that raised would leave the others in the gather)
+                s.rescore_error = f"{type(e).__name__}: {e}"
         return s
 
     def _write(self, report: AlarmReport) -> None:

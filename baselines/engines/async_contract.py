@@ -39,7 +39,12 @@ class AsyncEngine(Protocol):
 
     version: int
 
-    async def agenerate(self, prompt: Sequence[int], sampling: SamplingConfig, order: int = 0) -> VersionedGeneration: ...
+    async def agenerate(self, prompt: Sequence[int], sampling: SamplingConfig, order: int = 0,
+                        seed: int | None = None) -> VersionedGeneration:
+        """One completion; ``order`` sorts a lockstep call's requests; ``seed``, the
+        request's own, makes its draw independent of the requests beside it (else the
+        call's seed, ``seed + turn`` in lockstep, decides)."""
+        ...
 
     def begin_lockstep(self, barrier: int, seed: int | None) -> None: ...
 

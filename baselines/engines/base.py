@@ -89,7 +89,7 @@ def derived_seed(*keys: int) -> int:
     """
     import numpy as np
 
-    return int(np.random.SeedSequence([int(k) for k in keys]).generate_state(1)[0])
+    return int(np.random.SeedSequence([int(k) & (2**64 - 1) for k in keys]).generate_state(1)[0])  # (a negative key too)
 
 
 def strip_wrapper_prefixes(name: str) -> str:

@@ -10,8 +10,10 @@ that was actually sampled, like vLLM's ``processed_logprobs``.
 so a row's tokens depend on the rows beside it. With ``row_seeds`` each row draws from a
 generator of its own (:class:`RowSampler`): the Gumbel-max trick, ``argmax(log p + G)``
 with ``G`` standard Gumbel noise, samples exactly from ``p`` (Gumbel 1954; Maddison et
-al. 2014, "A* Sampling"), and the noise is the row's, so an evaluation's episode draws
-the same tokens whichever episodes share its calls.
+al. 2014, "A* Sampling"), and the noise is the row's, so an evaluation's episode gets
+the same random draws whichever episodes share its calls. Its tokens are then the same
+too wherever the forward pass does not depend on the batch's shape (float32 on CPU,
+as tested); in bf16 on a GPU a near-tie can still tip.
 """
 
 from __future__ import annotations
@@ -44,17 +46,19 @@ class RowSampler(LogitsProcessor):
         if sampling.top_p < 1.0:
             self.warpers.append(TopPLogitsWarper(sampling.top_p))
         self.logprobs: list[torch.Tensor] = []
+        """Per step, ``[B]``: the warped log-prob of the token each row drew."""
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         warped = scores.float()
         for warper in self.warpers:
             warped = warper(input_ids, warped)
         logp = torch.log_softmax(warped, dim=-1)
-        self.logprobs.append(logp)
         # G = -log(-log U), U uniform on (0, 1): one draw per row and token from the row's own stream.
         u = torch.stack([torch.rand(logp.shape[-1], generator=g, device=logp.device) for g in self.generators])
         gumbel = -torch.log(-torch.log(u.clamp(min=torch.finfo(u.dtype).tiny)))
-        return logp + gumbel  # a -inf (top-p cut) token stays -inf
+        noisy = logp + gumbel  # a -inf (top-p cut) token stays -inf
+        self.logprobs.append(logp.gather(-1, noisy.argmax(-1, keepdim=True)).squeeze(-1))
+        return noisy
 
 
 
@@ -132,11 +136,11 @@ class HFEngine:
             return_dict_in_generate=True,
         )
         new = result.sequences[:, width:].cpu()
-        if rows is not None:  # the warped distributions the rows were sampled from
-            logp = torch.stack(rows.logprobs, dim=1).cpu()  # [B, T_new, V]
+        if rows is not None:  # the drawn tokens' log-probs under the warped distributions
+            logprobs = torch.stack(rows.logprobs, dim=1).cpu()[:, : new.shape[1]]
         else:
-            logp = torch.log_softmax(torch.stack(result.scores, dim=1).float().cpu(), dim=-1)
-        logprobs = logp[:, : new.shape[1]].gather(-1, new[..., None]).squeeze(-1)
+            scores = torch.stack(result.scores, dim=1).float().cpu()  # [B, T_new, V]
+            logprobs = torch.log_softmax(scores, dim=-1).gather(-1, new[..., None]).squeeze(-1)
         return [self._trim(new[i].tolist(), logprobs[i].tolist(), set(stop)) for i in range(len(prompts))]
 
     @staticmethod

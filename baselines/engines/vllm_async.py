@@ -142,7 +142,7 @@ class AsyncVLLMEngine:
         self._open: asyncio.Event | None = None
         self._idle: asyncio.Event | None = None
         self.lockstep = Lockstep()
-        self._held: list[tuple[int, list[int], SamplingConfig, asyncio.Future[VersionedGeneration]]] = []
+        self._held: list[tuple[int, list[int], SamplingConfig, asyncio.Future[VersionedGeneration], int | None]] = []
 
     async def _build(self) -> Any:
         from vllm.engine.arg_utils import AsyncEngineArgs
@@ -154,10 +154,11 @@ class AsyncVLLMEngine:
     async def agenerate(self, prompt: Sequence[int], sampling: SamplingConfig, order: int = 0,
                         seed: int | None = None) -> VersionedGeneration:
         """One completion; ``seed`` is the request's own (vLLM seeds each request apart).
-        In lockstep the call's derived seeds are used, as the synchronous loop's."""
+        In lockstep a request without one gets the call's derived seed, as the
+        synchronous loop's requests do."""
         if self.lockstep.on:
             future: asyncio.Future[VersionedGeneration] = asyncio.get_running_loop().create_future()
-            self._held.append((order, list(prompt), sampling, future))
+            self._held.append((order, list(prompt), sampling, future, seed))
             self._release_held()
             return await future
         return await self._request(list(prompt), sampling, seed)
@@ -265,8 +266,9 @@ class AsyncVLLMEngine:
             return
         held, self._held = sorted(self._held, key=lambda h: h[0]), []
         seed = self.lockstep.next_seed()
-        for i, (_, prompt, sampling, future) in enumerate(held):
-            task = asyncio.get_running_loop().create_task(self._request(prompt, sampling, request_seed(seed, i)))
+        for i, (_, prompt, sampling, future, own) in enumerate(held):
+            task = asyncio.get_running_loop().create_task(
+                self._request(prompt, sampling, own if own is not None else request_seed(seed, i)))
             task.add_done_callback(lambda t, f=future: _settle(f, t))
 
     async def _request(self, prompt: list[int], sampling: SamplingConfig, seed: int | None) -> VersionedGeneration:

@@ -72,3 +72,4 @@ def test_greedy_ignores_row_seeds(engine, tokenizer):
 def test_derived_seeds_are_distinct_and_stable():
     assert derived_seed(7, 0) != derived_seed(7, 1) != derived_seed(8, 0)
     assert derived_seed(7, 0) == derived_seed(7, 0) and 0 <= derived_seed(2**40, 3) < 2**32
+    assert derived_seed(-1, 0) != derived_seed(1, 0)  # a negative key is a key, not an error

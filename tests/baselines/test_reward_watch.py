@@ -184,3 +184,23 @@ def test_the_config_block_of_docs_judges_md_is_valid():
     block = re.search(r"```yaml\n(.*?)```", page, re.S).group(1)
     config = RewardWatchConfig(**yaml.safe_load(block)["reward_watch"])
     assert config.enabled and config.top_k == 8
+
+
+def test_a_rescorer_that_raises_is_reported_and_the_alarm_still_fires(tmp_path):
+    """Re-scoring that fails (an env that cannot be rebuilt, a judge down) is written into
+    the report; it raises nothing, which under several processes would leave the other
+    ranks waiting in the watch's gather."""
+    class _Broken:
+        def score(self, task_id, answer):
+            raise RuntimeError("the env could not be rebuilt")
+
+        def second(self, task_id, answer):
+            raise AssertionError("not reached")
+
+    watch = RewardWatch(RewardWatchConfig(enabled=True, max_rise=0.2), _Broken(), tmp_path)
+    watch.observe(0, [], {"reward/mean": 0.1})
+    alarm = watch.observe(1, [_T(1.0, "fine")], {"reward/mean": 0.9})
+    assert alarm["alarm/fired"] == 1.0 and alarm["alarm/injection_frac"] == 0.0
+    (suspect,) = watch.reports[0].suspects
+    assert suspect.rescore_error == "RuntimeError: the env could not be rebuilt" and suspect.stripped_reward is None
+    assert "re-scoring failed: RuntimeError" in (tmp_path / "step-000001.md").read_text()
