@@ -32,8 +32,9 @@ __all__ = ["HFEngine", "RowSampler"]
 class RowSampler(LogitsProcessor):
     """Samples each row from its own generator: temperature, then top-p (transformers'
     own warpers, so the distribution is ``generate``'s), then Gumbel noise from the row's
-    generator, so that greedy decoding of the result is a sample. Keeps each step's
-    warped log-probs, which are what the sampled tokens' log-probs are read from.
+    generator, so that greedy decoding of the result is a sample. Keeps, per step, the
+    warped log-prob of the token each row drew (the argmax greedy decoding then takes):
+    ``B`` numbers a step, where ``output_scores`` keeps ``B x vocabulary``.
 
     Args:
         seeds: one per row.
@@ -59,8 +60,6 @@ class RowSampler(LogitsProcessor):
         noisy = logp + gumbel  # a -inf (top-p cut) token stays -inf
         self.logprobs.append(logp.gather(-1, noisy.argmax(-1, keepdim=True)).squeeze(-1))
         return noisy
-
-
 
 
 class HFEngine:
