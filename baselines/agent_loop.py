@@ -25,7 +25,7 @@ import numpy as np
 from agentgym.telemetry import Telemetry
 from agentgym.vector import ToolVectorEnv
 from baselines.chat_tokens import ChatTokenizer
-from baselines.engines.base import Generation, RolloutEngine, SamplingConfig, derived_seed
+from baselines.engines.base import Generation, RolloutEngine, SamplingConfig, derived_seed, generate_rows
 from baselines.trajectory import RolloutBatch, Trajectory
 
 __all__ = ["AgentLoop", "AgentLoopConfig", "make_rollout_envs", "EnvStep", "start_trajectory", "record_generation", "record_step", "end_episode",
@@ -138,11 +138,7 @@ class AgentLoop:
     def _generate(self, trajs: list[Trajectory], stats: dict[str, float], seed: int | None,
                   row_seeds: list[int] | None = None) -> list[Generation]:
         t = time.perf_counter()
-        prompts = [tr.token_ids for tr in trajs]
-        if row_seeds is None:  # passed only when asked for: an engine without row seeds still trains
-            gens = self.engine.generate(prompts, self.config.sampling, seed=seed)
-        else:
-            gens = self.engine.generate(prompts, self.config.sampling, seed=seed, row_seeds=row_seeds)
+        gens = generate_rows(self.engine, [tr.token_ids for tr in trajs], self.config.sampling, seed, row_seeds)
         stats["rollout/gen_s"] += time.perf_counter() - t
         return gens
 

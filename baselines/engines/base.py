@@ -13,7 +13,8 @@ from typing import Literal, Protocol, runtime_checkable
 
 import torch
 
-__all__ = ["SamplingConfig", "Generation", "RolloutEngine", "FinishReason", "derived_seed", "strip_wrapper_prefixes"]
+__all__ = ["SamplingConfig", "Generation", "RolloutEngine", "FinishReason", "derived_seed", "generate_rows",
+           "strip_wrapper_prefixes"]
 
 FinishReason = Literal["stop", "length"]
 
@@ -90,6 +91,15 @@ def derived_seed(*keys: int) -> int:
     import numpy as np
 
     return int(np.random.SeedSequence([int(k) & (2**64 - 1) for k in keys]).generate_state(1)[0])  # (a negative key too)
+
+
+def generate_rows(engine: RolloutEngine, prompts: Sequence[Sequence[int]], sampling: SamplingConfig,
+                  seed: int | None, row_seeds: Sequence[int] | None) -> list[Generation]:
+    """``engine.generate``, with ``row_seeds`` passed only when there are any: an engine
+    written before row seeds existed still serves the calls that do without them."""
+    if row_seeds is None:
+        return engine.generate(prompts, sampling, seed)
+    return engine.generate(prompts, sampling, seed, row_seeds=row_seeds)
 
 
 def strip_wrapper_prefixes(name: str) -> str:

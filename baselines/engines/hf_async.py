@@ -33,12 +33,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 
 from agentgym.runtime import get_loop, run_sync
 from baselines.engines.async_contract import Lockstep, VersionedGeneration
-from baselines.engines.base import Generation, RolloutEngine, SamplingConfig, derived_seed
+from baselines.engines.base import Generation, RolloutEngine, SamplingConfig, derived_seed, generate_rows
 
 __all__ = ["BatchingEngine"]
 
@@ -119,7 +118,7 @@ class BatchingEngine:
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig, seed: int | None = None,
                  row_seeds: Sequence[int] | None = None) -> list[Generation]:
         """A synchronous call that waits for the running one (evaluation, SFT checks)."""
-        return run_sync(self._exclusive(_call_generate, self.engine, [list(p) for p in prompts], sampling, seed, row_seeds))
+        return run_sync(self._exclusive(generate_rows, self.engine, [list(p) for p in prompts], sampling, seed, row_seeds))
 
     def sync_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
         run_sync(self.async_sync_weights(state_dict))
@@ -183,7 +182,7 @@ class BatchingEngine:
         if lockstep:
             seed = self.lockstep.next_seed()
         else:
-            seed = int(np.random.SeedSequence([self.seed, self.calls]).generate_state(1)[0])
+            seed = derived_seed(self.seed, self.calls)
         self.calls += 1
         return batch, seed
 
@@ -197,7 +196,7 @@ class BatchingEngine:
             self._set_busy(True)
             try:
                 gens = await asyncio.get_running_loop().run_in_executor(
-                    self._thread, _call_generate, self.engine, [r.prompt for r in live], live[0].sampling, seed,
+                    self._thread, generate_rows, self.engine, [r.prompt for r in live], live[0].sampling, seed,
                     _row_seeds(live, seed if seed is not None else self.seed))
             except Exception as e:  # noqa: BLE001  (the engine failed: every request of the call learns why)
                 for r in live:
@@ -227,9 +226,3 @@ def _row_seeds(requests: Sequence[_Request], call_seed: int) -> list[int] | None
         return None
     return [r.seed if r.seed is not None else derived_seed(call_seed, i) for i, r in enumerate(requests)]
 
-
-def _call_generate(engine: RolloutEngine, prompts: list[list[int]], sampling: SamplingConfig, seed: int | None,
-                   row_seeds: Sequence[int] | None) -> list[Generation]:
-    if row_seeds is None:  # passed only when asked for: an engine without row seeds still serves the rest
-        return engine.generate(prompts, sampling, seed)
-    return engine.generate(prompts, sampling, seed, row_seeds=row_seeds)
