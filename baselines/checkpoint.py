@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from agentgym.seeding import derived_seed
 from baselines.distributed import DistInfo, full_state_dict
 from baselines.errors import CheckpointError
 from baselines.ewma import EWMAModel
@@ -56,7 +57,7 @@ def _restore_rng(saved: dict[str, Any], step: int, info: DistInfo) -> None:
         return
     logger.warning("Checkpoint has RNG states of %d process(es), this run has %d: re-seeding each process from the step and its rank.",
                    len(states), info.world_size)
-    seed = int(np.random.SeedSequence([step, info.rank]).generate_state(1)[0])
+    seed = derived_seed(step, info.rank)
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)

@@ -276,6 +276,11 @@ class AlgoConfig(_Section):
     """Rows of that copy task per step."""
     mismatch: MismatchConfig = Field(default_factory=MismatchConfig)
     """Checked by :class:`~baselines.mismatch.MismatchConfig` itself (a dataclass)."""
+    guidance: Literal["none", "rl", "imitate"] = "none"
+    """Off-policy guidance (:mod:`baselines.guidance`, after LUFFY): ``sft.demonstrator``
+    plays the task of each group in which every sample failed, and its episode joins the
+    group. ``rl``: advantages over samples and demonstration together; ``imitate`` (the
+    control): the demonstration alone is trained on, at the weight ``rl`` gives it."""
 
 
 class SFTConfig(_Section):
@@ -440,6 +445,13 @@ class TrainConfig(_Section):
             if self.rollout.fleet != "none":
                 raise ConfigError(f"Expected rollout.fleet=none with the team env {self.env.id} (Ray env workers host "
                                   f"single-agent envs), actual value: {self.rollout.fleet!r}")
+        if self.algo.guidance != "none":
+            if self.env.is_team:
+                raise ConfigError(f"Expected algo.guidance=none with the team env {self.env.id} (a demonstration is a "
+                                  f"single-agent episode), actual value: {self.algo.guidance!r}")
+            if self.dist.strategy == "fsdp2":
+                raise ConfigError("Expected algo.guidance=none with dist.strategy=fsdp2 (each process scores its own "
+                                  f"demonstrations with an unsharded forward), actual value: {self.algo.guidance!r}")
         return self
 
 

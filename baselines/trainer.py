@@ -8,7 +8,9 @@ Wiring only; each piece is its own tested module. One training step:
    up to ``rollout.max_staleness`` steps ahead and keep running while the trainer
    updates; 0 is the synchronous loop, token for token); infra-failed episodes are
    dropped and counted;
-2. group-normalised outcome advantages (:mod:`baselines.advantages`);
+2. with ``algo.guidance``, the demonstrator's episode joins each group in which every
+   sample failed (:mod:`baselines.guidance`); group-normalised outcome advantages
+   (:mod:`baselines.advantages`);
 3. the PPO-EWMA update (:mod:`baselines.update`), the EWMA updated after every
    optimiser step;
 4. the new weights are pushed into the engine (``sync_weights``);
@@ -44,6 +46,7 @@ from baselines.engines.base import RolloutEngine, SamplingConfig, derived_seed
 from baselines.engines.hf_async import BatchingEngine
 from baselines.errors import ConfigError
 from baselines.ewma import EWMAModel, ewma_age_for_batch_size
+from baselines.guidance import FailedGroupGuide, guided_advantages, set_behaviour_logprobs
 from baselines.metrics import MetricsLogger, tool_usage_alerts
 from baselines.rollout_stats import global_rollout_stats
 from baselines.outage import OutageWatch
@@ -256,6 +259,7 @@ class Trainer:
                 self.logger.drop_after(self.step)
             if "task_replay" in restored["extra"]:  # a checkpoint saved without replay starts it with an empty buffer
                 self.replay.load_state_dict(restored["extra"]["task_replay"])
+        self.guide = self._make_guide(gym)  # algo.guidance: demonstrations for groups that failed every sample
         rollout_class = TeamRollout if config.env.is_team else AsyncRollout
         self.loop = rollout_class(envs, self.engine, self.chat, self._loop_config(config.rollout.temperature, config.rollout.drift_check_frac),
                                  AsyncRolloutConfig(config.rollout.max_staleness, config.rollout.step_timeout_s), n_local,
@@ -393,6 +397,30 @@ class Trainer:
 
         return warmup_vocabulary("tokenizer", (), vocab_size=len(self.tokenizer), special_ids=self.tokenizer.all_special_ids)
 
+    def _make_guide(self, gym: Any) -> FailedGroupGuide | None:
+        """The demonstrator and its own env for ``algo.guidance`` (None when off). The env
+        has the rollout's kwargs, so a group's task seed gives the group's task."""
+        if self.config.algo.guidance == "none":
+            return None
+        from baselines.demonstrators import demonstrator
+
+        env = gym.make(self.config.env.id, **self.env_kwargs)
+        return FailedGroupGuide(env, self.chat, demonstrator(self.config.sft.demonstrator), self.config.rollout.max_seq_len)
+
+    def _guided(self, trajs: list[Trajectory], task_seeds: Sequence[int]) -> tuple[list[Trajectory], dict[str, float]]:
+        """The rows to train on (the policy's samples, then the demonstrations) and
+        ``guidance/*``, summed over every process."""
+        guided = self.guide.guide(trajs, task_seeds)
+        demos = guided.trajectories[len(trajs):]
+        set_behaviour_logprobs(demos, unwrap_model(self.model), temperature=self.config.rollout.temperature,
+                               pad_token_id=self.tokenizer.pad_token_id, version=self.engine.version, device=self.info.device)
+        n_groups = all_reduce_sum(len({t.group_id for t in trajs}), self.info)
+        metrics = {"guidance/demonstrations": all_reduce_sum(guided.demonstrations, self.info),
+                   "guidance/failed_group_frac": all_reduce_sum(guided.failed_groups, self.info) / max(n_groups, 1),
+                   "guidance/demonstration_tokens": all_reduce_sum(sum(t.num_generated for t in demos), self.info)}
+        metrics.update({f"guidance/skipped_{why}": all_reduce_sum(n, self.info) for why, n in guided.skipped.items()})
+        return guided.trajectories, metrics
+
     def _make_ewma(self, policy: torch.nn.Module) -> EWMAModel | None:
         algo = self.config.algo
         if algo.proximal != "ewma":
@@ -459,17 +487,21 @@ class Trainer:
             self.engine.sleep()
         trajs = self.last_trajectories = batch.trajectories
         self.last_infra_causes = batch.infra_causes
-        rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32)
-        adv = group_normalized_advantages(rewards, [t.group_id for t in trajs], normalize_std=cfg.algo.normalize_std, eps=cfg.algo.adv_eps)
-        tokens = collate(trajs, adv, self.tokenizer.pad_token_id)  # no rows when every local episode infra-failed
-        tokens.staleness = token_staleness(trajs, self.engine.version)
+        rows, guide_metrics = (trajs, {}) if self.guide is None else self._guided(trajs, batch.task_seeds)
+        rewards = torch.tensor([t.reward for t in rows], dtype=torch.float32)
+        adv = group_normalized_advantages(rewards, [t.group_id for t in rows], normalize_std=cfg.algo.normalize_std, eps=cfg.algo.adv_eps)
+        if self.guide is not None:
+            adv = guided_advantages(rows, adv, cfg.algo.guidance)
+        tokens = collate(rows, adv, self.tokenizer.pad_token_id)  # no rows when every local episode infra-failed
+        tokens.staleness = token_staleness(rows, self.engine.version)
         gen = torch.Generator().manual_seed(cfg.seed * 7919 + self.step)  # the same on every rank: one global minibatch partition
         metrics = self.updater.update(tokens, generator=gen)
         if metrics["train/optimizer_steps"] > 0:
             self.sync_engine()
         stats = global_rollout_stats(batch, self.info)  # every process's episodes, not this one's
         metrics.update(stats)
-        metrics.update(self._episode_metrics(trajs, adv))
+        metrics.update(self._episode_metrics(trajs, adv[: len(trajs)]))  # the policy's own samples
+        metrics.update(guide_metrics)
         if self.replay.enabled:
             metrics.update(observe_rollout(self.replay, self.step, batch, self.info))
         metrics.update(tool_usage_alerts(metrics, cfg.log.tool_usage_min, warn=self.info.is_main))
@@ -724,6 +756,8 @@ class Trainer:
 
     def close(self) -> None:
         self.loop.close()  # in-flight episodes stop; the queue is not kept (baselines.async_rollout)
+        if self.guide is not None:
+            self.guide.close()
         for env in self.loop.envs + [e for envs in self._eval_envs.values() for e in envs]:
             env.close()
         if self.logger is not None:

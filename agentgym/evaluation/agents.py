@@ -15,9 +15,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-import numpy as np
-
 from agentgym.errors import AgentgymError
+from agentgym.seeding import derived_seed
 
 __all__ = ["Turn", "SeatState", "Agent", "PolicyAgent", "TeamPolicyAgent", "ModelInfraError", "ModelRejectedError"]
 
@@ -76,7 +75,7 @@ class SeatState:
         if base is None:
             return None
         seat = 0 if self.seat is None else zlib.crc32(self.seat.encode()) + 1
-        return int(np.random.SeedSequence([int(base) & (2**64 - 1), seat, self.turn]).generate_state(1)[0])
+        return derived_seed(int(base), seat, self.turn)
 
 
 @runtime_checkable

@@ -13,6 +13,8 @@ from typing import Literal, Protocol, runtime_checkable
 
 import torch
 
+from agentgym.seeding import derived_seed  # re-exported: the engines' callers seed rows with it
+
 __all__ = ["SamplingConfig", "Generation", "RolloutEngine", "FinishReason", "derived_seed", "generate_rows",
            "strip_wrapper_prefixes"]
 
@@ -78,19 +80,6 @@ class RolloutEngine(Protocol):
     def wake_up(self) -> None:
         """Re-acquire accelerator memory before generating."""
         ...
-
-
-def derived_seed(*keys: int) -> int:
-    """A 32-bit seed derived from ``keys`` (a run's seed, a task, a sample, a turn):
-    distinct keys give unrelated seeds, which consecutive integers are not for every
-    generator.
-
-    >>> derived_seed(7, 0) != derived_seed(7, 1)
-    True
-    """
-    import numpy as np
-
-    return int(np.random.SeedSequence([int(k) & (2**64 - 1) for k in keys]).generate_state(1)[0])  # (a negative key too)
 
 
 def generate_rows(engine: RolloutEngine, prompts: Sequence[Sequence[int]], sampling: SamplingConfig,
