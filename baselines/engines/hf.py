@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import torch
-from transformers import LogitsProcessor, LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
+from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
 
 from baselines.engines.base import Generation, SamplingConfig, strip_wrapper_prefixes
 
@@ -67,7 +67,8 @@ class HFEngine:
 
     Args:
         model: a model directory (loaded here) or an already built module (not shared
-            with the trainer: pass a copy).
+            with the trainer: pass a copy). Its ``generation_config``'s sampling defaults
+            are dropped: a turn samples what its ``SamplingConfig`` says, nothing more.
         pad_token_id / eos_token_ids: padding id and ids that end a turn.
         max_batch_size: prompts per ``generate`` call (bounds memory).
     """
@@ -87,6 +88,14 @@ class HFEngine:
 
             model = AutoModelForCausalLM.from_pretrained(str(model), dtype=dtype)
         self.model = model.to(device=device, dtype=dtype).eval().requires_grad_(False)
+        # A checkpoint's own sampling defaults (generation_config.json: repetition_penalty,
+        # top_k, min_p, ...) would be applied on top of each turn's SamplingConfig, and the
+        # engine would sample, and report log-probs of, a distribution the trainer never
+        # computes. The engine's model is its own copy: keep only what ends and pads a turn.
+        defaults = getattr(model, "generation_config", None)
+        if defaults is not None:
+            self.model.generation_config = GenerationConfig(bos_token_id=defaults.bos_token_id, eos_token_id=defaults.eos_token_id,
+                                                            pad_token_id=defaults.pad_token_id)
         self.device = torch.device(device)
         self.dtype = dtype
         self.pad_token_id = pad_token_id

@@ -73,3 +73,30 @@ def test_derived_seeds_are_distinct_and_stable():
     assert derived_seed(7, 0) != derived_seed(7, 1) != derived_seed(8, 0)
     assert derived_seed(7, 0) == derived_seed(7, 0) and 0 <= derived_seed(2**40, 3) < 2**32
     assert derived_seed(-1, 0) != derived_seed(1, 0)  # a negative key is a key, not an error
+
+
+@pytest.mark.parametrize("row_seeds", [None, [3, 4]], ids=["call-seed", "row-seeds"])
+def test_a_checkpoints_own_sampling_defaults_do_not_change_what_the_engine_samples(tiny_model_dir, tokenizer, tmp_path, row_seeds):
+    """A released checkpoint ships sampling defaults in ``generation_config.json``
+    (Qwen2.5-Instruct: repetition_penalty, top_k, ...). ``generate`` would apply them on
+    top of the turn's own temperature and top-p, so the engine would sample from, and
+    report the log-probs of, a distribution the trainer's forward never computes. The
+    engine samples what ``SamplingConfig`` says and nothing else."""
+    from transformers import AutoModelForCausalLM, GenerationConfig
+
+    from baselines.logprobs import sequence_logprobs
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    model.generation_config = GenerationConfig(**model.generation_config.to_diff_dict(), repetition_penalty=50.0, top_k=2, do_sample=True,
+                                               no_repeat_ngram_size=1, min_new_tokens=6)
+    model.save_pretrained(tmp_path / "ckpt")
+    tokenizer.save_pretrained(tmp_path / "ckpt")
+    engine = HFEngine(tmp_path / "ckpt", pad_token_id=tokenizer.pad_token_id, eos_token_ids=[tokenizer.eos_token_id])
+    sampling = SamplingConfig(max_new_tokens=8, temperature=1.0)
+    prompts = _prompts(tokenizer)[:2]
+    gens = engine.generate(prompts, sampling, seed=0, row_seeds=row_seeds)
+    for prompt, gen in zip(prompts, gens):
+        ids = torch.tensor([prompt + gen.token_ids])
+        with torch.no_grad():
+            logp, _ = sequence_logprobs(engine.model, ids, torch.ones_like(ids))
+        assert gen.logprobs == pytest.approx(logp[0, len(prompt):].tolist(), abs=1e-4)
