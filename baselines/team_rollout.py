@@ -33,18 +33,25 @@ team episode: every seat truncated with reward 0, that one ``context_limited``.
 so ``max_staleness=0`` keeps the synchronous admission (a batch starts when the previous
 one is consumed) but batches whatever is pending; there is no synchronous team loop to
 reproduce token for token.
+
+**Per-episode seeds** (``episode_seed``, the trainer's sampled evaluation): each team
+episode gets a seed from its task seed and its place in the group, and each request
+``derived_seed(episode seed, seat, team step)``, so a team episode draws the same
+whatever other episodes share the engine's calls (the single-agent evaluation's
+``episode_seeds``). Without it the engine's own generator decides.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym.wrappers import areset, astep, env_attr
 from baselines.agent_loop import end_episode, record_generation, start_trajectory
 from baselines.async_rollout import AsyncRollout, _Group
-from baselines.engines.base import Generation
+from baselines.engines.base import Generation, derived_seed
 from baselines.trajectory import RolloutBatch, Trajectory
 
 __all__ = ["TeamRollout"]
@@ -73,6 +80,9 @@ class TeamRollout(AsyncRollout):
     ``possible_agents`` order (see the module docstring)."""
 
     lockstep = False
+    episode_seed: Callable[[int, int], int] | None = None
+    """``(task seed, member) -> seed`` of a team episode's draws (module docstring); None:
+    the engine's generator decides. Set after construction (the trainer's evaluation)."""
 
     async def _episode(self, env: Any, group: _Group, order: int) -> tuple[list[Trajectory], list[SeatTools]]:  # type: ignore[override]
         agents = list(env_attr(env, "possible_agents"))
@@ -81,13 +91,18 @@ class TeamRollout(AsyncRollout):
             return [start_trajectory(self.chat, reset, 0) for _ in agents], [[] for _ in agents]
         _, infos = reset
         seats = {a: self._seat(a, infos[a]) for a in agents}
+        member = order % self.group_size  # (order is the episode's place in the whole batch)
+        episode_seed = None if self.episode_seed is None else self.episode_seed(group.task_seed, member)
+        team_step = 0
         while env_attr(env, "agents") and not group.expired:
             acting = [a for a in env_attr(env, "agents") if infos[a].get("active")]
             if not all(self._deliver_backlog(seats[a]) for a in acting):
                 await self._end_context_limited(env, seats, acting)
                 break
-            gens = await asyncio.gather(*(self.engine.agenerate(seats[a].trajectory.token_ids, self.config.sampling,
-                                                               order * len(agents) + agents.index(a)) for a in acting))
+            gens = await asyncio.gather(*(self.engine.agenerate(
+                seats[a].trajectory.token_ids, self.config.sampling, order * len(agents) + agents.index(a),
+                seed=None if episode_seed is None else derived_seed(episode_seed, agents.index(a), team_step)) for a in acting))
+            team_step += 1
             actions = {}
             for a, vg in zip(acting, gens):
                 seats[a].last = vg.generation

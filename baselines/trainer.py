@@ -590,6 +590,8 @@ class Trainer:
         loop = TeamRollout(envs, self.engine, self.chat, limits,
                            AsyncRolloutConfig(0, cfg.rollout.step_timeout_s), len(seeds), samples,
                            lambda _step: (list(seeds), cfg.seed))
+        if limits.sampling.temperature > 0:  # each team episode draws from its own seed, as a single-agent one does
+            loop.episode_seed = lambda task, k: derived_seed(cfg.seed, task, k)
         self.engine.wake_up()
         try:
             batch = loop.collect(0)

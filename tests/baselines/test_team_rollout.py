@@ -253,3 +253,34 @@ def test_a_seat_out_of_context_ends_the_team_episode_truncated(tokenizer):
     assert solver.context_limited and solver.truncated and not solver.terminated and solver.reward == 0.0
     assert solver.turns == 1 and solver.info == {"agent": "solver", "end_reason": "context_limited", "team_episode": "0:0"}
     assert batch.stats["rollout/idle_seats"] == 1.0
+
+
+def test_episode_seeds_make_a_team_episodes_draws_its_own_whatever_it_is_batched_with(tiny_model_dir, tokenizer):
+    """The trainer's sampled team evaluation: with ``episode_seed`` a team episode of task
+    31 draws the same tokens alone and beside another task's episodes (the single-agent
+    evaluation's per-episode seeds); its two members still draw apart."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    config = AgentLoopConfig(SamplingConfig(max_new_tokens=12, temperature=1.0), 1024, 1.0)
+
+    def solver_tokens(task_seeds, call_seed):
+        engine = BatchingEngine(HFEngine(copy.deepcopy(model), pad_token_id=tokenizer.pad_token_id, eos_token_ids=[tokenizer.eos_token_id]),
+                                seed=call_seed)
+        rollout = TeamRollout([_team(max_team_turns=3) for _ in range(2 * len(task_seeds))], engine, ChatTokenizer(tokenizer), config,
+                              AsyncRolloutConfig(max_staleness=0), len(task_seeds), 2, lambda step: (list(task_seeds), call_seed))
+        rollout.episode_seed = lambda task, k: 1_000 * task + k
+        try:
+            batch = rollout.collect(0)
+        finally:
+            rollout.close()
+            engine.close()
+        # (task, member): a team episode's place in the batch is group position x 2 + member
+        return {(t.task_id, int(t.info["team_episode"].split(":")[1]) % 2): t.token_ids
+                for t in batch.trajectories if t.info["agent"] == "solver"}
+
+    alone = solver_tokens([31], call_seed=1)
+    beside = solver_tokens([30, 31], call_seed=2)
+    ((task, _),) = {k for k in alone if k[1] == 0}
+    assert alone[(task, 0)] == beside[(task, 0)] and alone[(task, 1)] == beside[(task, 1)]
+    assert alone[(task, 0)] != alone[(task, 1)]  # the seed does draw
