@@ -405,20 +405,23 @@ class Trainer:
         from baselines.demonstrators import demonstrator
 
         env = gym.make(self.config.env.id, **self.env_kwargs)
-        return FailedGroupGuide(env, self.chat, demonstrator(self.config.sft.demonstrator), self.config.rollout.max_seq_len)
+        return FailedGroupGuide(env, self.chat, demonstrator(self.config.sft.demonstrator), self._loop_config(self.config.rollout.temperature))
 
     def _guided(self, trajs: list[Trajectory], task_seeds: Sequence[int]) -> tuple[list[Trajectory], dict[str, float]]:
         """The rows to train on (the policy's samples, then the demonstrations) and
         ``guidance/*``, summed over every process."""
         guided = self.guide.guide(trajs, task_seeds)
         demos = guided.trajectories[len(trajs):]
+        t0 = time.perf_counter()
         set_behaviour_logprobs(demos, unwrap_model(self.model), temperature=self.config.rollout.temperature,
-                               pad_token_id=self.tokenizer.pad_token_id, version=self.engine.version, device=self.info.device)
+                               pad_token_id=self.tokenizer.pad_token_id, version=self.engine.version, device=self.info.device,
+                               compute_dtype=self.compute_dtype)
         n_groups = all_reduce_sum(len({t.group_id for t in trajs}), self.info)
         metrics = {"guidance/demonstrations": all_reduce_sum(guided.demonstrations, self.info),
                    "guidance/failed_group_frac": all_reduce_sum(guided.failed_groups, self.info) / max(n_groups, 1),
                    "guidance/demonstration_tokens": all_reduce_sum(sum(t.num_generated for t in demos), self.info)}
         metrics.update({f"guidance/skipped_{why}": all_reduce_sum(n, self.info) for why, n in guided.skipped.items()})
+        metrics["perf/guidance_s"] = guided.seconds + time.perf_counter() - t0  # on the trainer's critical path
         return guided.trajectories, metrics
 
     def _make_ewma(self, policy: torch.nn.Module) -> EWMAModel | None:
@@ -487,12 +490,19 @@ class Trainer:
             self.engine.sleep()
         trajs = self.last_trajectories = batch.trajectories
         self.last_infra_causes = batch.infra_causes
-        rows, guide_metrics = (trajs, {}) if self.guide is None else self._guided(trajs, batch.task_seeds)
-        rewards = torch.tensor([t.reward for t in rows], dtype=torch.float32)
-        adv = group_normalized_advantages(rewards, [t.group_id for t in rows], normalize_std=cfg.algo.normalize_std, eps=cfg.algo.adv_eps)
-        if self.guide is not None:
-            adv = guided_advantages(rows, adv, cfg.algo.guidance)
+        rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32)
+        adv = sample_adv = group_normalized_advantages(rewards, [t.group_id for t in trajs], normalize_std=cfg.algo.normalize_std,
+                                                       eps=cfg.algo.adv_eps)
+        rows, counted, guide_metrics = trajs, None, {}
+        if self.guide is not None:  # a demonstration joins each group that failed every sample
+            rows, guide_metrics = self._guided(trajs, batch.task_seeds)
+            adv = group_normalized_advantages(torch.tensor([t.reward for t in rows], dtype=torch.float32), [t.group_id for t in rows],
+                                              normalize_std=cfg.algo.normalize_std, eps=cfg.algo.adv_eps)
+            adv, counted = guided_advantages(rows, adv, cfg.algo.guidance)
+            guide_metrics["guidance/pushed_down_samples"] = all_reduce_sum(float((adv[: len(trajs)] < 0)[counted[: len(trajs)]].sum()),
+                                                                           self.info)
         tokens = collate(rows, adv, self.tokenizer.pad_token_id)  # no rows when every local episode infra-failed
+        tokens.counted = counted
         tokens.staleness = token_staleness(rows, self.engine.version)
         gen = torch.Generator().manual_seed(cfg.seed * 7919 + self.step)  # the same on every rank: one global minibatch partition
         metrics = self.updater.update(tokens, generator=gen)
@@ -500,7 +510,7 @@ class Trainer:
             self.sync_engine()
         stats = global_rollout_stats(batch, self.info)  # every process's episodes, not this one's
         metrics.update(stats)
-        metrics.update(self._episode_metrics(trajs, adv[: len(trajs)]))  # the policy's own samples
+        metrics.update(self._episode_metrics(trajs, sample_adv))  # the policy's own samples, as without guidance
         metrics.update(guide_metrics)
         if self.replay.enabled:
             metrics.update(observe_rollout(self.replay, self.step, batch, self.info))

@@ -85,6 +85,10 @@ class TokenBatch:
     """Detached train/inference mismatch weights (TIS/MIS), or None."""
     staleness: torch.Tensor | None = None
     """Per token: policy versions between the one that sampled it and the trainer's (async rollout), or None."""
+    counted: torch.Tensor | None = None
+    """Per row (bool), or None: rows the update keeps at advantage 0, in its minibatches and
+    its token-mean denominator, where it otherwise drops zero-advantage rows
+    (``algo.guidance: imitate`` keeps a guided group's samples, as ``rl`` does)."""
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -100,6 +104,7 @@ class TokenBatch:
         return TokenBatch(
             rows(self.input_ids), attn[:, :width], rows(self.loss_mask), rows(self.engine_logprobs),
             self.advantages[index], rows(self.behav_logprobs), rows(self.is_weights), rows(self.staleness),
+            None if self.counted is None else self.counted[index],
         )
 
     def to(self, device: torch.device | str) -> "TokenBatch":

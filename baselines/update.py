@@ -250,11 +250,14 @@ class PolicyUpdater:
 
     @staticmethod
     def _signal_rows(batch: TokenBatch) -> torch.Tensor:
-        """Indices of rows with a non-zero advantage on at least one generated token."""
+        """Indices of rows with a non-zero advantage on at least one generated token, and
+        of the rows ``batch.counted`` keeps anyway."""
         adv = batch.advantages
         if adv.dim() == 1:
             adv = adv[:, None].expand_as(batch.loss_mask)
         signal = ((adv != 0) & (batch.loss_mask > 0)).any(dim=1)
+        if batch.counted is not None:
+            signal |= batch.counted.to(signal.device)
         return signal.nonzero().flatten()
 
     @torch.no_grad()

@@ -9,10 +9,13 @@ import pytest
 import torch
 
 import agentgym  # noqa: F401  (registers the env ids)
+from agentgym.errors import InfraError
 from baselines.advantages import group_normalized_advantages
+from baselines.agent_loop import AgentLoopConfig
 from baselines.chat_tokens import ChatTokenizer
 from baselines.config import load_config
 from baselines.demonstrators import demonstrator
+from baselines.engines.base import SamplingConfig
 from baselines.errors import ConfigError
 from baselines.guidance import DEMONSTRATION, FailedGroupGuide, guided_advantages, set_behaviour_logprobs
 from baselines.logprobs import sequence_logprobs
@@ -33,6 +36,10 @@ def calculator():
     env.close()
 
 
+def _limits(max_new_tokens=64, max_seq_len=4096):
+    return AgentLoopConfig(SamplingConfig(max_new_tokens=max_new_tokens, temperature=1.0), max_seq_len, 0.0)
+
+
 def _samples(env, chat, seed, group, policy, n=2):
     trajs = oracle_trajectories(env, chat, [seed] * n, policy=policy)
     for t in trajs:
@@ -46,7 +53,7 @@ def test_only_a_group_that_failed_every_sample_gets_its_tasks_demonstration(calc
     mixed = _samples(calculator, chat, 12, 1, _wrong, n=1) + _samples(calculator, chat, 12, 1, None, n=1)
     solved = _samples(calculator, chat, 13, 2, None)
     assert not any(t.success for t in failed) and all(t.success for t in solved)
-    guide = FailedGroupGuide(calculator, chat, demonstrator("oracle"), max_seq_len=4096)
+    guide = FailedGroupGuide(calculator, chat, demonstrator("oracle"), _limits())
     out = guide.guide(failed + mixed + solved, task_seeds=[11, 12, 13])
     assert out.failed_groups == 1 and out.demonstrations == 1
     assert out.trajectories[:6] == failed + mixed + solved  # the policy's samples first, untouched
@@ -55,17 +62,36 @@ def test_only_a_group_that_failed_every_sample_gets_its_tasks_demonstration(calc
     assert demo.num_generated > 0
 
 
-def test_a_demonstration_of_another_task_or_over_the_limit_is_not_used(calculator, tokenizer):
+class _BrokenEnv:
+    """An env whose sandbox cannot start."""
+
+    def reset(self, seed=None, options=None):
+        raise InfraError("the sandbox did not start")
+
+    def close(self):
+        pass
+
+
+def test_a_demonstration_a_rollout_could_not_produce_is_not_used(calculator, tokenizer):
     chat = ChatTokenizer(tokenizer)
     failed = _samples(calculator, chat, 11, 0, _wrong)
-    guide = FailedGroupGuide(calculator, chat, demonstrator("oracle"), max_seq_len=4096)
-    wrong_seed = guide.guide(failed, task_seeds=[99])
-    assert wrong_seed.demonstrations == 0 and wrong_seed.skipped["other_task"] == 1
-    short = FailedGroupGuide(calculator, chat, demonstrator("oracle"), max_seq_len=8)
-    too_long = short.guide(failed, task_seeds=[11])
-    assert too_long.demonstrations == 0 and too_long.skipped["too_long"] == 1
-    failing = FailedGroupGuide(calculator, chat, _wrong, max_seq_len=4096)
-    assert failing.guide(failed, task_seeds=[11]).skipped["demo_failed"] == 1
+    (demo,) = oracle_trajectories(calculator, chat, [11])
+    first_turn = next(n for start, n in __import__("baselines.sft", fromlist=["turn_spans"]).turn_spans(demo))
+    cases = {
+        "other_task": (FailedGroupGuide(calculator, chat, demonstrator("oracle"), _limits()), [99]),
+        "too_long": (FailedGroupGuide(calculator, chat, demonstrator("oracle"), _limits(max_seq_len=len(demo.token_ids) - 1)), [11]),
+        "demo_failed": (FailedGroupGuide(calculator, chat, _wrong, _limits()), [11]),
+        "infra_failed": (FailedGroupGuide(_BrokenEnv(), chat, demonstrator("oracle"), _limits()), [11]),
+    }
+    # a turn longer than a rollout's turn, or one starting where a rollout has no room left
+    cases["cut_turn"] = (FailedGroupGuide(calculator, chat, demonstrator("oracle"), _limits(max_new_tokens=first_turn - 1)), [11])
+    cases["late_turn"] = (FailedGroupGuide(calculator, chat, demonstrator("oracle"),
+                                           _limits(max_new_tokens=64, max_seq_len=len(demo.token_ids) + 40)), [11])
+    for why, (guide, seeds) in cases.items():
+        out = guide.guide(failed, task_seeds=seeds)
+        expected = {"cut_turn": "too_long", "late_turn": "too_long"}.get(why, why)
+        assert out.demonstrations == 0 and out.skipped[expected] == 1, (why, out.skipped)
+    assert FailedGroupGuide(calculator, chat, demonstrator("oracle"), _limits()).guide(failed, [11]).demonstrations == 1
 
 
 def test_behaviour_logprobs_are_the_policys_own_on_the_demonstrated_tokens(calculator, tokenizer, tiny_model_dir):
@@ -97,12 +123,16 @@ def _traj(group, reward, demo=False):
 def test_rl_contrasts_the_demonstration_with_the_failures_and_imitate_keeps_only_the_demonstration():
     rows = [_traj(0, 0.0) for _ in range(8)] + [_traj(1, 1.0), _traj(1, 0.0)] + [_traj(0, 1.0, demo=True)]
     adv = group_normalized_advantages(torch.tensor([t.reward for t in rows]), [t.group_id for t in rows])
-    rl = guided_advantages(rows, adv, "rl")
+    rl, counted = guided_advantages(rows, adv, "rl")
     assert rl[10] == pytest.approx(8 ** 0.5, rel=1e-4) and rl[:8] == pytest.approx([-(8 ** -0.5)] * 8, rel=1e-4)
-    imitate = guided_advantages(rows, adv, "imitate")
+    imitate, counted_too = guided_advantages(rows, adv, "imitate")
     assert imitate[10] == rl[10]  # the same weight on the demonstration
     assert (imitate[:8] == 0).all()  # its group's failures are not pushed down
     assert torch.equal(imitate[8:10], rl[8:10])  # an unguided group trains as ever
+    # ... and the guided group's rows stay in the update in both modes (the same token count)
+    assert counted.tolist() == counted_too.tolist() == [True] * 8 + [False, False] + [True]
+    empty, none_counted = guided_advantages([], torch.zeros(0), "imitate")  # a process whose episodes all infra-failed
+    assert empty.shape == none_counted.shape == (0,)
     with pytest.raises(ValueError, match="guidance mode"):
         guided_advantages(rows, adv, "none")
 
@@ -111,7 +141,7 @@ def _config(tmp_path, model_dir, guidance):
     return load_config(None, [
         f"model.path={model_dir}", f"log.run_dir={tmp_path}/{guidance}", "log.tensorboard=false",
         "env.kwargs={difficulty: 1}", "steps=2", "device=cpu", "eval_every=0", "sft.episodes=0",
-        "rollout.tasks_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=16", "rollout.temperature=1.0",
+        "rollout.tasks_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=48", "rollout.temperature=1.0",
         "algo.micro_batch_size=4", "algo.lr=1e-3", f"algo.guidance={guidance}",
     ])
 
@@ -136,8 +166,12 @@ def test_a_policy_that_solves_nothing_learns_only_with_guidance(tmp_path, tiny_m
     assert not any(k.startswith("guidance/") for k in rows[0])
     rows, moved = runs[guidance]
     assert all(r["guidance/demonstrations"] == 2 and r["guidance/failed_group_frac"] == 1.0 for r in rows)
-    assert all(r["guidance/demonstration_tokens"] > 0 for r in rows)
+    assert all(r["guidance/demonstration_tokens"] > 0 and r["perf/guidance_s"] > 0 for r in rows)
     assert sum(r["train/optimizer_steps"] for r in rows) > 0 and moved
+    # rl pushes each failed sample down; imitate trains the demonstrations alone, over the same rows
+    assert [r["guidance/pushed_down_samples"] for r in rows] == ([4.0, 4.0] if guidance == "rl" else [0.0, 0.0])
+    assert [r["train/dropped_zero_adv_frac"] for r in rows] == [0.0, 0.0]
+    assert [r["reward/zero_adv_frac"] for r in rows] == [1.0, 1.0]  # the samples' own advantages, as unguided
 
 
 def test_guidance_is_refused_where_a_demonstration_cannot_be_scored():
