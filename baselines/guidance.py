@@ -44,7 +44,6 @@ fails on infrastructure is skipped and counted, as a rollout episode would be dr
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -56,8 +55,7 @@ import torch
 from agentgym.errors import InfraError
 from baselines.agent_loop import AgentLoopConfig
 from baselines.chat_tokens import ChatTokenizer
-from baselines.logprobs import first_generated_position, sequence_logprobs
-from baselines.trajectory import Trajectory, collate
+from baselines.trajectory import TokenBatch, Trajectory, collate
 
 __all__ = ["GUIDANCE_MODES", "FailedGroupGuide", "GuidedBatch", "guided_advantages", "set_behaviour_logprobs"]
 
@@ -142,22 +140,14 @@ class FailedGroupGuide:
         self.env.close()
 
 
-@torch.no_grad()
-def set_behaviour_logprobs(demonstrations: Sequence[Trajectory], model: torch.nn.Module, *, temperature: float,
-                           pad_token_id: int, version: int, device: torch.device | str = "cpu",
-                           compute_dtype: torch.dtype = torch.float32) -> None:
-    """Give each demonstration the log-probs ``model`` (the current weights) assigns its
-    demonstrated tokens, as the engine's would be for a sample, computed as the update
-    computes its own (``compute_dtype`` under autocast), and mark those tokens as of
-    policy version ``version`` (fresh data, staleness 0)."""
-    device = torch.device(device)
+def set_behaviour_logprobs(demonstrations: Sequence[Trajectory], score: Callable[[TokenBatch], torch.Tensor], *,
+                           pad_token_id: int, version: int, device: torch.device | str = "cpu") -> None:
+    """Give each demonstration the log-probs ``score`` (the update's own computation under
+    the current weights, :meth:`~baselines.update.PolicyUpdater.token_logprobs`) assigns its
+    demonstrated tokens, as the engine's would be for a sample, and mark those tokens as
+    of policy version ``version`` (fresh data, staleness 0)."""
     for t in demonstrations:
-        batch = collate([t], torch.zeros(1), pad_token_id).to(device)
-        autocast = (contextlib.nullcontext() if compute_dtype == torch.float32
-                    else torch.autocast(device_type=device.type, dtype=compute_dtype))
-        with autocast:
-            logp, _ = sequence_logprobs(model, batch.input_ids, batch.attention_mask, temperature=temperature,
-                                        first_target=first_generated_position(batch.loss_mask))
+        logp = score(collate([t], torch.zeros(1), pad_token_id).to(device))
         t.engine_logprobs = [lp if m else 0.0 for lp, m in zip(logp[0].tolist(), t.loss_mask)]
         t.token_versions = [version if m else -1 for m in t.loss_mask]
 

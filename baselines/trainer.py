@@ -413,9 +413,9 @@ class Trainer:
         guided = self.guide.guide(trajs, task_seeds)
         demos = guided.trajectories[len(trajs):]
         t0 = time.perf_counter()
-        set_behaviour_logprobs(demos, unwrap_model(self.model), temperature=self.config.rollout.temperature,
-                               pad_token_id=self.tokenizer.pad_token_id, version=self.engine.version, device=self.info.device,
-                               compute_dtype=self.compute_dtype)
+        model = unwrap_model(self.model)
+        set_behaviour_logprobs(demos, lambda rows: self.updater.token_logprobs(model, rows),
+                               pad_token_id=self.tokenizer.pad_token_id, version=self.engine.version, device=self.info.device)
         n_groups = all_reduce_sum(len({t.group_id for t in trajs}), self.info)
         metrics = {"guidance/demonstrations": all_reduce_sum(guided.demonstrations, self.info),
                    "guidance/failed_group_frac": all_reduce_sum(guided.failed_groups, self.info) / max(n_groups, 1),

@@ -137,6 +137,13 @@ class PolicyUpdater:
             return sequence_logprobs(model, mb.input_ids, mb.attention_mask, temperature=self.temperature, with_entropy=with_entropy,
                                      first_target=first_generated_position(mb.loss_mask))
 
+    @torch.no_grad()
+    def token_logprobs(self, model: nn.Module, batch: TokenBatch) -> torch.Tensor:
+        """``log pi`` of ``batch``'s tokens under ``model``, computed as the update computes
+        its own (the sampling temperature, the compute dtype): what a demonstration's
+        behaviour log-probs must be (:mod:`baselines.guidance`)."""
+        return self._forward(model, batch)[0]
+
     def needs_old_logprob_pass(self, batch: TokenBatch | None = None) -> bool:
         """Whether ``log pi_trainer_old`` needs its own no-grad pass over the batch (module
         docstring): only for a TIS/MIS correction when some rows are trained after the

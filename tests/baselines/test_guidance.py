@@ -13,7 +13,7 @@ from agentgym.errors import InfraError
 from baselines.advantages import group_normalized_advantages
 from baselines.agent_loop import AgentLoopConfig
 from baselines.chat_tokens import ChatTokenizer
-from baselines.config import load_config
+from baselines.config import AlgoConfig, load_config
 from baselines.demonstrators import demonstrator
 from baselines.engines.base import SamplingConfig
 from baselines.errors import ConfigError
@@ -22,6 +22,7 @@ from baselines.logprobs import sequence_logprobs
 from baselines.sft import oracle_trajectories
 from baselines.trainer import Trainer
 from baselines.trajectory import Trajectory, collate
+from baselines.update import PolicyUpdater
 
 
 def _wrong(env):
@@ -101,7 +102,8 @@ def test_behaviour_logprobs_are_the_policys_own_on_the_demonstrated_tokens(calcu
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
     (demo,) = oracle_trajectories(calculator, chat, [5])
     assert set(demo.engine_logprobs) == {0.0}  # what SFT's tokenisation leaves: "probability 1"
-    set_behaviour_logprobs([demo], model, temperature=0.7, pad_token_id=tokenizer.pad_token_id, version=3)
+    updater = PolicyUpdater(model, torch.optim.AdamW(model.parameters()), None, AlgoConfig(), temperature=0.7)
+    set_behaviour_logprobs([demo], lambda rows: updater.token_logprobs(model, rows), pad_token_id=tokenizer.pad_token_id, version=3)
     batch = collate([demo], torch.zeros(1), tokenizer.pad_token_id)
     with torch.no_grad():
         expected, _ = sequence_logprobs(model, batch.input_ids, batch.attention_mask, temperature=0.7)
